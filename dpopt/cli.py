@@ -1,0 +1,58 @@
+"""Command line: ``dpopt solve FILE.toml [--backend NAME] [--relax] [--json]``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from . import modelfile
+from .registry import available_backends
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="dpopt", description="Privacy-aware sampling design and DP budget allocation.")
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("solve", help="solve a model file")
+    s.add_argument("file", help="model file (TOML)")
+    s.add_argument("--backend", default=None, help="backend name (default: the file's [solve] backend, else exact)")
+    s.add_argument("--relax", action="store_true", help="solve the continuous relaxation instead")
+    s.add_argument("--time-limit", type=float, default=None, help="seconds (backends that support it)")
+    s.add_argument("--json", action="store_true", help="print the Solution as JSON")
+    sub.add_parser("backends", help="list the registered backends")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "backends":
+            for name, desc in sorted(available_backends().items()):
+                print(f"{name:12s} {desc}")
+            return 0
+        if args.command == "solve":
+            return _solve(args)
+    except (modelfile.ModelFileError, ValueError, TypeError) as exc:
+        print(f"dpopt: error: {exc}", file=sys.stderr)
+        return 2
+    return 1
+
+
+def _solve(args) -> int:
+    model, options = modelfile.load(args.file)
+    options = dict(options)
+    backend = args.backend or options.pop("backend", None)
+    options.pop("backend", None)
+    if args.time_limit is not None:
+        options["time_limit"] = args.time_limit
+    task = model.relax if args.relax else model.solve
+    sol = task(backend=backend, **options)
+    if args.json:
+        print(json.dumps(sol.to_dict(), indent=2))
+    else:
+        print(model.report(sol))
+    return 0 if sol.ok else 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,461 @@
+"""Stratified sampling design under differential privacy (SPEC §2; Chen, Pasupathy & Awan).
+
+Choose integer sample sizes ``n_i`` per stratum, ``Σ n_i = total``, ``lower ≤ n ≤ upper``, to minimise
+
+    g(n) = Σ_i α_i² / n_i · (σ_i² + γ²(n_i)),
+
+where ``γ²(n_i)`` is the noise variance of the mechanism run at the nominal budget
+``ε_i = log1p(expm1(ε)·N_i/n_i)`` that subsampling amplifies back to the central target ``ε``.
+
+The model only declares the problem and evaluates it (objective, gradient, Hessian diagonal, exact
+unit increments); solving is the business of the backends (``solve(backend=...)``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import expit
+
+from .. import _validate as V
+from ..privacy.amplification import log_expm1
+from ..privacy.mechanisms import Mechanism, get_mechanism
+from ..result import Certificate, Solution
+from .base import Model
+
+OBJECTIVES = ("mean", "a-optimal", "unit-free")
+BASELINES = ("neyman", "proportional", "equal")
+
+# Taylor coefficients of psi(y) = x³/(2Δ²)·v''(x) for the Laplace noise term v = 2Δ²/(x·L²),
+# L = log1p(y), y = cN/x. The closed form cancels like 1/y² for small y (the paper's eq. (11)
+# turns negative there), so below _PSI_SERIES_MAX the series is used.
+_PSI_COEF = np.array([1 / 6, 0.0, -1 / 20, 1 / 12, -221 / 2016, 19 / 144, -9829 / 64800, 407 / 2400,
+                      -330157 / 1774080, 24377 / 120960, -4281164477 / 19813248000,
+                      70074463 / 304819200, -1197622087 / 4926873600])
+_PSI_SERIES_MAX = 0.05
+
+
+@dataclass(frozen=True)
+class LinearConstraint:
+    """``A n (sense) b`` with sense ``"<="``, ``">="`` or ``"=="`` on the design vector."""
+
+    A: np.ndarray
+    b: np.ndarray
+    sense: str
+    name: str = ""
+
+    def residual(self, n) -> np.ndarray:
+        """Violation per row (≤ 0 means satisfied for inequalities; |.| for equalities)."""
+        lhs = self.A @ np.asarray(n, dtype=float)
+        if self.sense == "<=":
+            return lhs - self.b
+        if self.sense == ">=":
+            return self.b - lhs
+        return np.abs(lhs - self.b)
+
+
+class StratifiedDesign(Model):
+    """The stratified DP design problem (separable convex MINLP).
+
+    Parameters
+    ----------
+    N : stratum population sizes (integers ≥ 1)
+    sigma2 : response variances σ_i² (≥ 0)
+    total : total sample size η (integer, Σ lower ≤ η ≤ Σ upper)
+    epsilon : central privacy target ε > 0 every population member receives
+    mechanism : ``"laplace" | "dlap" | "tulap"`` or a :class:`~dpopt.privacy.Mechanism`
+    objective : ``"mean"`` (α = N), ``"a-optimal"`` (α = 1), ``"unit-free"`` (α = 1/σ), or weights α
+    sensitivity : Δ of one response (TuLap needs 1, DLap an integer)
+    lower, upper : bounds on n (defaults 1 and N)
+    fpc : subtract the finite-population constant Σ α² σ²/N (argmin unchanged)
+    """
+
+    def __init__(self, N, sigma2, total, epsilon, mechanism="laplace", objective="mean",
+                 sensitivity=1.0, lower=None, upper=None, fpc=False, name=""):
+        self.N = V.positive_int_vector("N", N)
+        k = self.N.size
+        self.sigma2 = V.nonnegative_vector("sigma2", sigma2, length=k)
+        if np.ndim(sigma2) == 0:
+            raise ValueError("sigma2 must have one entry per stratum")
+        self.epsilon = V.positive("epsilon", epsilon)
+        self.mechanism: Mechanism = get_mechanism(mechanism)
+        self.sensitivity = self.mechanism.check_sensitivity(sensitivity)
+        self.alpha, self.objective_kind = self._weights(objective)
+        self.lower = (np.ones(k, dtype=np.int64) if lower is None
+                      else V.positive_int_vector("lower", lower, length=k, minimum=1))
+        self.upper = (self.N.copy() if upper is None
+                      else V.positive_int_vector("upper", upper, length=k, minimum=1))
+        if np.any(self.upper > self.N):
+            i = int(np.argmax(self.upper > self.N))
+            raise ValueError(f"upper must be <= N (stratum {i}: upper={self.upper[i]}, N={self.N[i]})")
+        if np.any(self.lower > self.upper):
+            i = int(np.argmax(self.lower > self.upper))
+            raise ValueError(f"lower must be <= upper (stratum {i}: lower={self.lower[i]}, upper={self.upper[i]})")
+        self.total = V.integer("total", total)
+        lo_sum, hi_sum = int(self.lower.sum()), int(self.upper.sum())
+        if not lo_sum <= self.total <= hi_sum:
+            raise ValueError(f"total must be in [sum(lower), sum(upper)] = [{lo_sum}, {hi_sum}], got {self.total}")
+        self.fpc = bool(fpc)
+        self.name = str(name)
+        self.constraints: list[LinearConstraint] = []
+        # cached pieces of the math
+        self.alpha2 = self.alpha ** 2
+        self.log_c = float(log_expm1(self.epsilon))
+        self.log_N = np.log(self.N.astype(float))
+        self._fpc_const = float(np.sum(self.alpha2 * self.sigma2 / self.N)) if self.fpc else 0.0
+
+    # ------------------------------------------------------------------ set-up helpers
+    def _weights(self, objective):
+        k = self.N.size
+        if isinstance(objective, str):
+            key = V.choice("objective", objective, OBJECTIVES)
+            if key == "mean":
+                return self.N.astype(float), key
+            if key == "a-optimal":
+                return np.ones(k), key
+            if np.any(self.sigma2 <= 0):
+                raise ValueError("objective 'unit-free' (alpha = 1/sigma) needs sigma2 > 0 in every stratum")
+            return 1.0 / np.sqrt(self.sigma2), key
+        alpha = V.positive_vector("objective weights (alpha)", objective, length=k)
+        return alpha, "weights"
+
+    @property
+    def k(self) -> int:
+        return int(self.N.size)
+
+    def __repr__(self) -> str:
+        return (f"StratifiedDesign(k={self.k}, total={self.total}, epsilon={self.epsilon:g}, "
+                f"mechanism={self.mechanism.name!r}, objective={self.objective_kind!r}"
+                f"{', constraints=' + str(len(self.constraints)) if self.constraints else ''})")
+
+    # ------------------------------------------------------------------ custom constraints
+    def add_constraint(self, A, b, sense: str = "<=", name: str = "") -> "StratifiedDesign":
+        """Add linear constraints ``A n (sense) b`` (e.g. a cost budget ``c @ n <= C``). Returns self."""
+        A = np.atleast_2d(V._as_float_array("A", A))
+        if A.shape[1] != self.k:
+            raise ValueError(f"A must have {self.k} columns (one per stratum), got shape {A.shape}")
+        if not np.all(np.isfinite(A)):
+            raise ValueError("A must be finite")
+        b = V.vector("b", np.atleast_1d(b), length=A.shape[0])
+        if sense not in ("<=", ">=", "=="):
+            raise ValueError(f"sense must be '<=', '>=' or '==', got {sense!r}")
+        self.constraints.append(LinearConstraint(A, b, sense, name or f"c{len(self.constraints)}"))
+        return self
+
+    def add_cost_budget(self, cost, budget) -> "StratifiedDesign":
+        """Σ cost_i n_i ≤ budget."""
+        cost = V.positive_vector("cost", cost, length=self.k)
+        return self.add_constraint(cost[None, :], [V.positive("budget", budget)], "<=", "cost budget")
+
+    @property
+    def is_plain(self) -> bool:
+        """True when the model is the sum-and-bounds problem (what the exact backend solves)."""
+        return not self.constraints
+
+    # ------------------------------------------------------------------ per-stratum math
+    def _check_design(self, n, name="n") -> np.ndarray:
+        x = V.vector(name, n, length=self.k)
+        if np.any(x <= 0) or np.any(x > self.N):
+            raise ValueError(f"{name} must satisfy 0 < {name}_i <= N_i")
+        return x
+
+    def _log_y(self, x, idx=None):
+        """log(c·N/x), the odds of the amplified nominal budget."""
+        logN = self.log_N if idx is None else self.log_N[idx]
+        return self.log_c + logN - np.log(x)
+
+    def nominal_epsilon_at(self, x) -> np.ndarray:
+        """Local budget ε_i = log1p(expm1(ε)·N_i/x_i) per stratum."""
+        return np.logaddexp(0.0, self._log_y(np.asarray(x, dtype=float)))
+
+    def noise_variance_at(self, x) -> np.ndarray:
+        """γ²(x_i): noise variance per response at the local budget."""
+        L = self.nominal_epsilon_at(x)
+        return np.asarray(self.mechanism.variance(L, self.sensitivity), dtype=float)
+
+    def terms(self, x) -> np.ndarray:
+        """f_i(x_i) per stratum (real or integer x, no validation)."""
+        x = np.asarray(x, dtype=float)
+        return self.alpha2 * (self.sigma2 + self.noise_variance_at(x)) / x
+
+    def terms_derivative(self, x, order: int = 1, idx=None) -> np.ndarray:
+        """f_i'(x_i) (order=1) or f_i''(x_i) (order=2), stable (SPEC §2 fact 6).
+
+        ``idx`` restricts the evaluation to those strata (x then has their length).
+        """
+        x = np.asarray(x, dtype=float)
+        sl = slice(None) if idx is None else idx
+        a2, s2 = self.alpha2[sl], self.sigma2[sl]
+        ly = self._log_y(x, idx)
+        L = np.logaddexp(0.0, ly)
+        s = expit(ly)            # y/(1+y)
+        u = expit(-ly)           # 1/(1+y)
+        d2 = self.sensitivity ** 2
+        mech = self.mechanism
+        r = mech.remainder(L, self.sensitivity)
+        r1 = mech.remainder_derivative(L, self.sensitivity, 1)
+        Lp = -s / x              # dL/dx
+        if order == 1:
+            out = -s2 / x ** 2
+            if mech.laplace_part:
+                out = out + 2 * d2 / (x * L) ** 2 * (2 * s / L - 1)
+            out = out + r1 * Lp / x - r / x ** 2
+            return a2 * out
+        if order != 2:
+            raise ValueError("order must be 1 or 2")
+        out = 2 * s2 / x ** 3
+        if mech.laplace_part:
+            out = out + 2 * d2 * _psi(ly, L, s, u) / x ** 3
+        r2 = mech.remainder_derivative(L, self.sensitivity, 2)
+        Lpp = s * (1 + u) / x ** 2   # s(2 − s)/x²
+        out = out + r2 * Lp ** 2 / x + r1 * Lpp / x - 2 * r1 * Lp / x ** 2 + 2 * r / x ** 3
+        return a2 * out
+
+    def increments(self, m, idx=None) -> np.ndarray:
+        """Exact unit increments d_i(m_i) = f_i(m_i + 1) − f_i(m_i) for integer m (≥ 1).
+
+        Written so that no two large, nearly equal numbers are subtracted (SPEC §2 fact 6):
+        the Laplace part uses ``L0 − L1 = log1p(cN / (m(m+1+cN)))``.
+        ``idx`` restricts the evaluation to those strata (m then has their length).
+        """
+        m = np.asarray(m, dtype=float)
+        sl = slice(None) if idx is None else idx
+        a2, s2, logN = self.alpha2[sl], self.sigma2[sl], self.log_N[sl]
+        mech, d = self.mechanism, self.sensitivity
+        m1 = m + 1.0
+        lcn = self.log_c + logN                       # log(cN)
+        L0 = np.logaddexp(0.0, lcn - np.log(m))
+        L1 = np.logaddexp(0.0, lcn - np.log(m1))
+        dL = np.logaddexp(0.0, lcn - np.log(m) - np.logaddexp(np.log(m1), lcn))   # L0 − L1 > 0
+        out = -s2 / (m * m1)
+        if mech.laplace_part:
+            out = out + 2 * d * d * (m * dL * (L0 + L1) - L1 ** 2) / (m * m1 * L0 ** 2 * L1 ** 2)
+        r0 = mech.remainder(L0, d)
+        r1 = mech.remainder(L1, d)
+        out = out + (r1 - r0) / m1 - r0 / (m * m1)
+        return a2 * out
+
+    # ------------------------------------------------------------------ public evaluation API
+    def objective_value(self, n) -> float:
+        """g(n) = Σ f_i(n_i) (minus the fpc constant when ``fpc``) for an integer or real design."""
+        x = self._check_design(n)
+        return float(np.sum(self.terms(x)) - self._fpc_const)
+
+    def gradient(self, x) -> np.ndarray:
+        """∇g of the continuous relaxation."""
+        return self.terms_derivative(self._check_design(x, "x"), 1)
+
+    def hessian_diagonal(self, x) -> np.ndarray:
+        """Diagonal of ∇²g (g is separable, so this is the whole Hessian)."""
+        return self.terms_derivative(self._check_design(x, "x"), 2)
+
+    def variance_of_mean(self, g: float) -> float:
+        """Var(μ̂) = g/(ΣN)² for the population-mean objective, nan otherwise."""
+        if self.objective_kind != "mean":
+            return float("nan")
+        return float(g) / float(np.sum(self.N.astype(float))) ** 2
+
+    def variance_breakdown(self, n) -> dict:
+        """Sampling and noise parts of the objective per stratum (and Var(μ̂) for the mean)."""
+        x = self._check_design(n)
+        samp = self.alpha2 * self.sigma2 / x
+        if self.fpc:
+            samp = samp - self.alpha2 * self.sigma2 / self.N
+        noise = self.alpha2 * self.noise_variance_at(x) / x
+        total = float(np.sum(samp) + np.sum(noise))
+        out = {"sampling": samp, "noise": noise, "total": total,
+               "sampling_total": float(np.sum(samp)), "noise_total": float(np.sum(noise))}
+        if self.objective_kind == "mean":
+            out["variance_of_mean"] = self.variance_of_mean(total)
+        return out
+
+    def nominal_budgets(self, n) -> dict:
+        """Per stratum: sampling rate, local ε_i, noise scale Δ/ε_i and noise standard deviation."""
+        x = self._check_design(n)
+        eps_i = self.nominal_epsilon_at(x)
+        return {"rate": x / self.N, "epsilon": eps_i, "scale": self.sensitivity / eps_i,
+                "noise_sd": np.sqrt(self.noise_variance_at(x))}
+
+    def is_feasible(self, n, tol: float = 1e-9) -> bool:
+        n = np.asarray(n)
+        if n.shape != (self.k,) or np.any(n < self.lower) or np.any(n > self.upper):
+            return False
+        if abs(float(np.sum(n)) - self.total) > tol * max(1, self.total):
+            return False
+        for con in self.constraints:
+            if np.any(con.residual(n) > tol * (1 + np.abs(con.b))):
+                return False
+        return True
+
+    # ------------------------------------------------------------------ certificate
+    def certificate(self, n, rtol: float = 1e-10) -> Certificate:
+        """Integer-optimality test of SPEC §2 fact 3 for the sum-and-bounds problem.
+
+        n is optimal iff ``max_{n_i>lo_i} d_i(n_i−1) ≤ min_{n_j<hi_j} d_j(n_j)``; compared with a
+        relative tolerance ``rtol`` on the increment scale. ``slack = min − max``.
+        """
+        n = np.asarray(n)
+        if n.shape != (self.k,) or not np.all(n == np.round(n)):
+            return Certificate("exchange", False, message="not an integer design of the right length")
+        n = n.astype(np.int64)
+        if not (np.all(n >= self.lower) and np.all(n <= self.upper) and int(n.sum()) == self.total):
+            return Certificate("exchange", False, message="design is infeasible (sum or bounds)")
+        if not self.is_plain:
+            return Certificate("exchange", False,
+                               message="exchange certificate covers the sum-and-bounds problem only")
+        left, right = self.exchange_values(n)
+        max_left = float(np.max(left)) if left.size else -np.inf
+        min_right = float(np.min(right)) if right.size else np.inf
+        if not np.isfinite(max_left) or not np.isfinite(min_right):
+            return Certificate("exchange", True, slack=np.inf, tolerance=rtol,
+                               message="no exchange is possible")
+        scale = max(abs(max_left), abs(min_right), np.finfo(float).tiny)
+        slack = min_right - max_left
+        return Certificate("exchange", bool(slack >= -rtol * scale), slack=slack, tolerance=rtol,
+                           message=f"max removal gain {max_left:.6e}, min addition cost {min_right:.6e}")
+
+    def exchange_values(self, n):
+        """(d_i(n_i−1) for n_i > lo_i, d_j(n_j) for n_j < hi_j): removal savings and addition costs."""
+        n = np.asarray(n, dtype=np.int64)
+        can_remove = np.flatnonzero(n > self.lower)
+        can_add = np.flatnonzero(n < self.upper)
+        left = self.increments(n[can_remove] - 1, can_remove)
+        right = self.increments(n[can_add], can_add)
+        return left, right
+
+    # ------------------------------------------------------------------ baselines
+    def baseline(self, name: str = "neyman") -> np.ndarray:
+        """Integer baseline design by largest-remainder rounding within the bounds.
+
+        ``"neyman"`` (x ∝ α σ), ``"proportional"`` (x ∝ N) or ``"equal"``.
+        """
+        key = V.choice("baseline", name, BASELINES)
+        if key == "neyman":
+            w = self.alpha * np.sqrt(self.sigma2)
+            if not np.any(w > 0):
+                raise ValueError("Neyman baseline is undefined when every sigma2 is 0")
+        elif key == "proportional":
+            w = self.N.astype(float)
+        else:
+            w = np.ones(self.k)
+        return largest_remainder(w, self.total, self.lower, self.upper)
+
+    def solution_summary(self, n) -> dict:
+        """Objective, Var(μ̂) and the ratio to the Neyman and proportional baselines."""
+        g = self.objective_value(n)
+        out = {"objective": g, "variance": self.variance_of_mean(g)}
+        for b in ("neyman", "proportional"):
+            try:
+                gb = self.objective_value(self.baseline(b))
+                out[f"ratio_{b}"] = gb / g if g > 0 else float("nan")
+            except ValueError:
+                out[f"ratio_{b}"] = float("nan")
+        return out
+
+    # ------------------------------------------------------------------ solution builder for backends
+    def make_solution(self, n=None, x=None, **kw) -> Solution:
+        """A Solution with objective/variance filled in from ``n`` (integer) or ``x`` (relaxation)."""
+        pt = n if n is not None else x
+        sol = Solution(n=None if n is None else np.asarray(n, dtype=np.int64),
+                       x=None if x is None else np.asarray(x, dtype=float), model=type(self).__name__, **kw)
+        if pt is not None:
+            sol.objective = self.objective_value(pt)
+            sol.variance = self.variance_of_mean(sol.objective)
+        return sol
+
+    def report(self, solution: Solution) -> str:
+        from ..report import stratified_report
+        return stratified_report(self, solution)
+
+
+def _psi(ly, L, s, u):
+    """psi(y) = x³/(2Δ²)·v''(x) for the Laplace term; series for small y, else the closed form."""
+    y = np.exp(np.minimum(ly, 0.0))
+    small = ly < np.log(_PSI_SERIES_MAX)
+    series = np.polynomial.polynomial.polyval(np.where(small, y, 0.0), _PSI_COEF)
+    Ls = np.where(small, 1.0, L)
+    closed = (2 * Ls ** 2 - 6 * s * Ls - 2 * s * u * Ls + 6 * s ** 2) / Ls ** 4
+    return np.where(small, series, closed)
+
+
+def largest_remainder(weights, total: int, lower, upper) -> np.ndarray:
+    """Integer allocation ∝ ``weights`` summing to ``total`` within [lower, upper].
+
+    The real allocation ``clip(t·w, lower, upper)`` with Σ = total is found by bisection on t (it
+    is monotone in t); its floors are topped up one unit each in order of largest remainder among
+    strata with room.
+    """
+    w = np.asarray(weights, dtype=float)
+    lo = np.asarray(lower, dtype=float)
+    hi = np.asarray(upper, dtype=float)
+    total = int(total)
+    if total == lo.sum():
+        return lo.astype(np.int64)
+    if total == hi.sum():
+        return hi.astype(np.int64)
+    pos = w > 0
+    if not np.any(pos):
+        raise ValueError("weights must have a positive entry")
+    alloc = lambda t: np.clip(t * w, lo, hi)  # noqa: E731
+    t_lo, t_hi = 0.0, 1.0
+    while alloc(t_hi).sum() < total:
+        t_hi *= 2.0
+        if not np.isfinite(t_hi):  # only strata with zero weight are below upper: fill them
+            break
+    for _ in range(200):
+        t_mid = 0.5 * (t_lo + t_hi)
+        if alloc(t_mid).sum() < total:
+            t_lo = t_mid
+        else:
+            t_hi = t_mid
+    x = alloc(t_hi)
+    n = np.floor(x + 1e-9).astype(np.int64)
+    n = np.clip(n, lo.astype(np.int64), hi.astype(np.int64))
+    short = total - int(n.sum())
+    if short > 0:
+        rem = np.where(n < hi, x - n, -np.inf)
+        order = np.argsort(-rem, kind="stable")[:short]
+        n[order] += 1
+    elif short < 0:
+        rem = np.where(n > lo, x - n, np.inf)
+        order = np.argsort(rem, kind="stable")[:-short]
+        n[order] -= 1
+    return n
+
+
+# ---------------------------------------------------------------------------------- model files
+from ..modelfile import ModelFileError, register_family, take  # noqa: E402
+
+_STRATA_KEYS = {"N", "sigma2", "lower", "upper", "weights", "cost"}
+
+
+@register_family("stratified")
+def _load_stratified(data: dict, base) -> StratifiedDesign:
+    """Model-file loader; see the README for the format."""
+    take(data, {"name", "epsilon", "total", "mechanism", "objective", "sensitivity", "fpc", "strata",
+                "constraint", "cost_budget"}, {"epsilon", "total", "strata"})
+    strata = data["strata"]
+    if not isinstance(strata, dict):
+        raise ModelFileError("[strata] must be a table with arrays N, sigma2 (and optional lower, upper, weights, cost)")
+    take(strata, _STRATA_KEYS, {"N", "sigma2"}, "[strata]")
+    objective = data.get("objective", "mean")
+    if objective == "weights":
+        if "weights" not in strata:
+            raise ModelFileError("objective = 'weights' needs strata.weights")
+        objective = strata["weights"]
+    elif "weights" in strata:
+        raise ModelFileError("strata.weights is given but objective is not 'weights'")
+    model = StratifiedDesign(N=strata["N"], sigma2=strata["sigma2"], total=data["total"],
+                             epsilon=data["epsilon"], mechanism=data.get("mechanism", "laplace"),
+                             objective=objective, sensitivity=data.get("sensitivity", 1.0),
+                             lower=strata.get("lower"), upper=strata.get("upper"),
+                             fpc=data.get("fpc", False), name=data.get("name", ""))
+    if "cost_budget" in data:
+        if "cost" not in strata:
+            raise ModelFileError("cost_budget needs strata.cost")
+        model.add_cost_budget(strata["cost"], data["cost_budget"])
+    for i, con in enumerate(data.get("constraint", [])):
+        take(con, {"coefficients", "sense", "rhs", "name"}, {"coefficients", "rhs"}, f"[[constraint]] #{i + 1}")
+        model.add_constraint(con["coefficients"], con["rhs"], con.get("sense", "<="), con.get("name", ""))
+    return model

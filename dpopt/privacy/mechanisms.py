@@ -1,0 +1,195 @@
+"""Additive noise mechanisms (SPEC §1): variance at a nominal budget, and seeded samplers.
+
+Every mechanism's variance is written as ``laplace_part * 2Δ²/ε² + remainder(ε)``. The design models
+use the split: the Laplace part has a hand-derived, cancellation-free treatment (series near the
+singular regime), and the remainder is smooth and bounded so plain calculus on it is well
+conditioned. Discrete Laplace has ``remainder = h(ε/Δ)`` with ``h(t) = 1/(2 sinh²(t/2)) − 2/t² ∈
+[−1/6, 0)``, TuLap adds 1/12. A user-defined mechanism subclasses :class:`Mechanism` and implements
+``variance`` (``laplace_part`` stays False, so its remainder is its whole variance).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _validate as V
+
+# Taylor coefficients of h(t) in powers t^0, t^2, t^4, ... (from the Laurent series of 1/sinh²).
+_H_COEF = np.array([-1 / 6, 1 / 120, -1 / 3024, 1 / 86400, -1 / 2661120, 691 / 59439744000,
+                    -1 / 2874009600, 3617 / 355687428096000])
+_H_SERIES_MAX = 0.5
+
+
+def _h(t: np.ndarray, deriv: int = 0) -> np.ndarray:
+    """h(t) = 1/(2 sinh²(t/2)) − 2/t² and its first two derivatives, stable for all t > 0."""
+    t = np.asarray(t, dtype=float)
+    small = t < _H_SERIES_MAX
+    ts = np.where(small, t, 0.0)
+    tl = np.where(small, 1.0, t)
+    powers = np.arange(0, 2 * _H_COEF.size, 2)
+    if deriv == 0:
+        ser = np.polynomial.polynomial.polyval(ts ** 2, _H_COEF)
+    elif deriv == 1:
+        ser = ts * np.polynomial.polynomial.polyval(ts ** 2, (_H_COEF * powers)[1:])
+    else:
+        ser = np.polynomial.polynomial.polyval(ts ** 2, (_H_COEF * powers * (powers - 1))[1:])
+    # closed forms via e^{-t} (no overflow for large t); csch²(u) = 4e^{-2u}/(1−e^{-2u})², u = t/2
+    em = np.exp(-tl)
+    den = -np.expm1(-tl)
+    csch2 = 4.0 * em / den ** 2
+    coth = (1.0 + em) / den
+    if deriv == 0:
+        big = csch2 / 2.0 - 2.0 / tl ** 2
+    elif deriv == 1:
+        big = -coth * csch2 / 2.0 + 4.0 / tl ** 3
+    else:
+        big = csch2 ** 2 / 4.0 + coth ** 2 * csch2 / 2.0 - 12.0 / tl ** 4
+    return np.where(small, ser, big)
+
+
+class Mechanism:
+    """Base class of additive noise mechanisms.
+
+    Subclasses implement :meth:`variance` (noise variance at nominal budget ``epsilon`` and
+    sensitivity) and :meth:`sample`. ``laplace_part`` tells the models whether the variance contains
+    the Laplace term ``2Δ²/ε²`` (handled with a stable closed form); everything else is the smooth
+    :meth:`remainder`, differentiated by :meth:`remainder_derivative` (finite differences by default;
+    override for exactness).
+    """
+
+    name = "custom"
+    laplace_part = False
+    integer_valued = False
+
+    def check_sensitivity(self, sensitivity) -> float:
+        return V.positive("sensitivity", sensitivity)
+
+    def variance(self, epsilon, sensitivity=1.0):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def remainder(self, epsilon, sensitivity=1.0):
+        """Variance minus the Laplace part (``2Δ²/ε²`` if ``laplace_part``)."""
+        eps = np.asarray(epsilon, dtype=float)
+        var = np.asarray(self.variance(eps, sensitivity), dtype=float)
+        if self.laplace_part:
+            var = var - 2.0 * sensitivity ** 2 / eps ** 2
+        return var
+
+    def remainder_derivative(self, epsilon, sensitivity=1.0, order: int = 1):
+        """d^order/dε^order of :meth:`remainder`; central differences with a relative step."""
+        eps = np.asarray(epsilon, dtype=float)
+        h = 1e-4 * eps
+        f = lambda e: self.remainder(e, sensitivity)  # noqa: E731
+        if order == 1:
+            return (f(eps - 2 * h) - 8 * f(eps - h) + 8 * f(eps + h) - f(eps + 2 * h)) / (12 * h)
+        if order == 2:
+            return (-f(eps - 2 * h) + 16 * f(eps - h) - 30 * f(eps) + 16 * f(eps + h) - f(eps + 2 * h)) / (12 * h * h)
+        raise ValueError("order must be 1 or 2")
+
+    def sample(self, epsilon, sensitivity=1.0, size=None, rng=None):  # pragma: no cover - abstract
+        raise NotImplementedError(f"mechanism {self.name!r} has no sampler")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class Laplace(Mechanism):
+    """Laplace mechanism: noise Lap(0, Δ/ε), variance 2Δ²/ε²."""
+
+    name = "laplace"
+    laplace_part = True
+
+    def variance(self, epsilon, sensitivity=1.0):
+        eps = np.asarray(epsilon, dtype=float)
+        return 2.0 * (sensitivity / eps) ** 2
+
+    def remainder(self, epsilon, sensitivity=1.0):
+        return np.zeros_like(np.asarray(epsilon, dtype=float))
+
+    def remainder_derivative(self, epsilon, sensitivity=1.0, order: int = 1):
+        return np.zeros_like(np.asarray(epsilon, dtype=float))
+
+    def sample(self, epsilon, sensitivity=1.0, size=None, rng=None):
+        rng = np.random.default_rng(rng)
+        return rng.laplace(0.0, sensitivity / np.asarray(epsilon, dtype=float), size=size)
+
+
+class DiscreteLaplace(Mechanism):
+    """Discrete Laplace (integer data, integer Δ): P(K=k) ∝ p^|k|, p = exp(−ε/Δ), variance 2p/(1−p)²."""
+
+    name = "dlap"
+    laplace_part = True
+    integer_valued = True
+
+    def check_sensitivity(self, sensitivity) -> float:
+        d = V.positive("sensitivity", sensitivity)
+        if d != round(d):
+            raise ValueError(f"sensitivity must be an integer for the discrete Laplace mechanism, got {d:g}")
+        return d
+
+    def variance(self, epsilon, sensitivity=1.0):
+        t = np.asarray(epsilon, dtype=float) / sensitivity
+        # 2p/(1-p)^2 with p = e^{-t}, written with expm1 to stay exact for small t
+        return 2.0 * np.exp(-t) / np.expm1(-t) ** 2
+
+    def remainder(self, epsilon, sensitivity=1.0):
+        return _h(np.asarray(epsilon, dtype=float) / sensitivity)
+
+    def remainder_derivative(self, epsilon, sensitivity=1.0, order: int = 1):
+        t = np.asarray(epsilon, dtype=float) / sensitivity
+        return _h(t, order) / sensitivity ** order
+
+    def sample(self, epsilon, sensitivity=1.0, size=None, rng=None):
+        rng = np.random.default_rng(rng)
+        t = np.asarray(epsilon, dtype=float) / sensitivity
+        success = -np.expm1(-t)  # 1 - p
+        # difference of two iid geometrics on {0,1,...} is discrete Laplace
+        return rng.geometric(success, size=size) - rng.geometric(success, size=size)
+
+
+class TuLap(DiscreteLaplace):
+    """Truncated-uniform-Laplace (Awan & Slavković): DLap + U(−½, ½); Δ = 1 only; variance DLap + 1/12."""
+
+    name = "tulap"
+    integer_valued = False
+
+    def check_sensitivity(self, sensitivity) -> float:
+        d = V.positive("sensitivity", sensitivity)
+        if d != 1.0:
+            raise ValueError(f"sensitivity must be 1 for the TuLap mechanism (not analysed for other values), got {d:g}")
+        return d
+
+    def variance(self, epsilon, sensitivity=1.0):
+        return super().variance(epsilon, sensitivity) + 1.0 / 12.0
+
+    def remainder(self, epsilon, sensitivity=1.0):
+        return super().remainder(epsilon, sensitivity) + 1.0 / 12.0
+
+    def sample(self, epsilon, sensitivity=1.0, size=None, rng=None):
+        rng = np.random.default_rng(rng)
+        k = super().sample(epsilon, sensitivity, size=size, rng=rng)
+        return k + rng.uniform(-0.5, 0.5, size=np.shape(k))
+
+
+MECHANISMS: dict[str, type[Mechanism]] = {"laplace": Laplace, "dlap": DiscreteLaplace, "tulap": TuLap}
+
+
+def get_mechanism(mechanism) -> Mechanism:
+    """A mechanism instance from a name (``"laplace" | "dlap" | "tulap"``) or a :class:`Mechanism`."""
+    if isinstance(mechanism, Mechanism):
+        return mechanism
+    if isinstance(mechanism, type) and issubclass(mechanism, Mechanism):
+        return mechanism()
+    key = V.choice("mechanism", mechanism, tuple(MECHANISMS))
+    return MECHANISMS[key]()
+
+
+def noise_variance(mechanism, epsilon, sensitivity=1.0):
+    """Noise variance of ``mechanism`` at nominal budget ``epsilon`` (validated)."""
+    mech = get_mechanism(mechanism)
+    d = mech.check_sensitivity(sensitivity)
+    eps = np.asarray(epsilon, dtype=float)
+    if not np.all(np.isfinite(eps)) or np.any(eps <= 0):
+        raise ValueError(f"epsilon must be finite and > 0, got {epsilon!r}")
+    out = mech.variance(eps, d)
+    return out[()] if np.ndim(out) == 0 else out
