@@ -148,6 +148,15 @@ class StratifiedDesign(Model):
         cost = V.positive_vector("cost", cost, length=self.k)
         return self.add_constraint(cost[None, :], [V.positive("budget", budget)], "<=", "cost budget")
 
+    def min_cost(self, cost, variance_target):
+        """The minimum-cost variant: minimise Σ cost_i n_i s.t. g(n) ≤ variance_target (no fixed total).
+
+        Returns a new :class:`~dpopt.models.min_cost.MinCostDesign` sharing this model's strata,
+        mechanism, weights, bounds and linear constraints (``total`` is dropped).
+        """
+        from .min_cost import MinCostDesign
+        return MinCostDesign(self, cost, variance_target)
+
     @property
     def is_plain(self) -> bool:
         """True when the model is the sum-and-bounds problem (what the exact backend solves)."""
