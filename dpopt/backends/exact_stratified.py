@@ -47,7 +47,7 @@ def _x_of_mu(model: StratifiedDesign, mu: float, x0: np.ndarray, lo: np.ndarray,
         a = np.where(g < 0, xi, a)
         b = np.where(g > 0, xi, b)
         h = model.terms_derivative(xi, 2, idx)
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             xn = xi - g / h
         bad = ~np.isfinite(xn) | (xn <= a) | (xn >= b)
         xn = np.where(bad, np.sqrt(a * b), xn)
@@ -59,8 +59,14 @@ def _x_of_mu(model: StratifiedDesign, mu: float, x0: np.ndarray, lo: np.ndarray,
     return x, free
 
 
-def relax_stratified(model: StratifiedDesign, tol: float = 1e-13, max_iter: int = 200) -> Solution:
-    """Continuous optimum x* of the relaxation by KKT: Σ x_i(μ) = η solved on the multiplier μ."""
+def relax_stratified(model: StratifiedDesign, tol: float = 1e-13, max_iter: int = 400) -> Solution:
+    """Continuous optimum x* of the relaxation by KKT: Σ x_i(μ) = η solved on the multiplier μ.
+
+    The bracket [μ_a, μ_b] with Σx(μ_a) < η ≤ Σx(μ_b) shrinks by safeguarded Newton steps. If it
+    collapses before the sum is met (a stratum whose f_i is linear, e.g. DLap with σ² = 0, makes
+    Σx(μ) jump), the two bracket points are blended: every coordinate that differs between them has
+    f_i' equal to μ to rounding, so the blend is the KKT point.
+    """
     t0 = time.perf_counter()
     if not model.is_plain:
         return Solution(Status.UNSUPPORTED, backend="exact",
@@ -69,52 +75,54 @@ def relax_stratified(model: StratifiedDesign, tol: float = 1e-13, max_iter: int 
     lo = model.lower.astype(float)
     hi = model.upper.astype(float)
     eta = float(model.total)
-    if eta == lo.sum() or eta == hi.sum():
-        x = lo if eta == lo.sum() else hi
-        sol = model.make_solution(x=x, status=Status.OPTIMAL, message="bounds fix the design")
-        sol.certificate = Certificate("kkt", True, slack=0.0, message="bounds fix the design")
-        sol.wall_time = time.perf_counter() - t0
-        return sol
     d_lo = model.terms_derivative(lo, 1)
     d_hi = model.terms_derivative(hi, 1)
     mu_a, mu_b = float(np.min(d_lo)), float(np.max(d_hi))   # Σx(mu_a) = Σlo, Σx(mu_b) = Σhi
-    # start: proportional-to-N point's mean derivative
-    x = lo + (hi - lo) * (eta - lo.sum()) / (hi.sum() - lo.sum())
+    x_a, x_b = lo.copy(), hi.copy()
+    S_a, S_b = lo.sum() - eta, hi.sum() - eta
+    x = lo + (hi - lo) * (eta - lo.sum()) / max(hi.sum() - lo.sum(), 1.0)
     mu = float(np.clip(np.median(model.terms_derivative(x, 1)), mu_a, mu_b))
-    it = 0
-    for it in range(1, max_iter + 1):
+    it, converged = 0, S_a == 0 or S_b == 0
+    if converged:
+        x = x_a if S_a == 0 else x_b
+    while not converged and it < max_iter:
+        it += 1
         x, free = _x_of_mu(model, mu, x, lo, hi, d_lo, d_hi)
         S = x.sum() - eta
-        if S < 0:
-            mu_a = mu
-        else:
-            mu_b = mu
         if abs(S) <= tol * eta:
+            converged = True
             break
-        dS = float(np.sum(1.0 / model.terms_derivative(x[free], 2, np.flatnonzero(free)))) \
-            if np.any(free) else 0.0
-        mu_new = mu - S / dS if dS > 0 else np.nan
+        if S < 0:
+            mu_a, x_a, S_a = mu, x.copy(), S
+        else:
+            mu_b, x_b, S_b = mu, x.copy(), S
+        with np.errstate(divide="ignore", invalid="ignore"):
+            dS = float(np.sum(1.0 / model.terms_derivative(x[free], 2, np.flatnonzero(free)))) if free.any() else 0.0
+            mu_new = mu - S / dS if 0 < dS < np.inf else np.nan
         if not (mu_a < mu_new < mu_b):
             mu_new = 0.5 * (mu_a + mu_b)
-        if mu_new == mu or mu_a == mu_b or (mu_b - mu_a) <= 1e-16 * max(abs(mu_a), abs(mu_b)):
+        if not (mu_a < mu_new < mu_b):   # bracket collapsed to adjacent floats
             break
         mu = mu_new
-    # the multiplier of Σx = η is −μ in the convention f' + λ = 0
-    resid = float(x.sum() - eta)
-    # polish the sum on the free coordinates so the point is feasible to rounding
-    if np.any(free) and resid != 0:
-        xf = x[free] - resid * (1.0 / model.terms_derivative(x[free], 2, np.flatnonzero(free))) / dS \
-            if dS > 0 else x[free]
-        x[free] = np.clip(xf, lo[free], hi[free])
+    if not converged:
+        theta = -S_a / (S_b - S_a)
+        x = np.clip(x_a + theta * (x_b - x_a), lo, hi)
     grad = model.terms_derivative(x, 1)
-    free = (x > lo) & (x < hi)
-    kkt = float(np.max(np.abs(grad[free] - mu)) / max(abs(mu), np.finfo(float).tiny)) if np.any(free) else 0.0
-    ok = kkt < 1e-6 and abs(x.sum() - eta) <= 1e-9 * eta
+    inner = (x > lo) & (x < hi)
+    scale = max(float(np.max(np.abs(grad))), np.finfo(float).tiny)
+    # KKT residual: the spread of f' over interior coordinates, and sign conditions at the bounds
+    mu_hat = float(np.median(grad[inner])) if inner.any() else mu
+    res = [np.max(np.abs(grad[inner] - mu_hat)) if inner.any() else 0.0,
+           np.max(np.maximum(mu_hat - grad[(x <= lo) & (hi > lo)], 0.0), initial=0.0),
+           np.max(np.maximum(grad[(x >= hi) & (hi > lo)] - mu_hat, 0.0), initial=0.0)]
+    kkt = float(max(res)) / scale
+    ok = kkt < 1e-7 and abs(x.sum() - eta) <= 1e-9 * eta
     sol = model.make_solution(x=x, status=Status.OPTIMAL if ok else Status.FEASIBLE,
                               message=f"KKT solve in {it} multiplier iterations")
-    sol.certificate = Certificate("kkt", ok, slack=kkt, tolerance=1e-6,
-                                  message="max relative stationarity residual on free coordinates")
-    sol.details.update(multiplier=-mu, iterations=it)
+    sol.certificate = Certificate("kkt", ok, slack=kkt, tolerance=1e-7,
+                                  message="relative KKT residual (stationarity and bound signs)")
+    # the multiplier λ of Σx = η in the convention f'(x) + λ = 0
+    sol.details.update(multiplier=-mu_hat, iterations=it)
     sol.wall_time = time.perf_counter() - t0
     return sol
 
