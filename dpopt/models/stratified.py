@@ -202,30 +202,33 @@ class StratifiedDesign(Model):
         u = expit(-ly)           # 1/(1+y)
         d2 = self.sensitivity ** 2
         mech = self.mechanism
-        r = mech.remainder(L, self.sensitivity)
-        r1 = mech.remainder_derivative(L, self.sensitivity, 1)
+        # Laplace split (2Δ²/L² handled in closed form) where it avoids cancellation, else the
+        # mechanism's own variance derivatives
+        split = L < mech.split_below(self.sensitivity)
+        lap = split if mech.laplace_part else np.zeros_like(split)
+        r = np.where(split, mech.remainder(L, self.sensitivity), mech.variance(L, self.sensitivity))
+        r1 = np.where(split, mech.remainder_derivative(L, self.sensitivity, 1),
+                      mech.variance_derivative(L, self.sensitivity, 1))
         Lp = -s / x              # dL/dx
         if order == 1:
-            out = -s2 / x ** 2
-            if mech.laplace_part:
-                out = out + 2 * d2 / (x * L) ** 2 * (2 * s / L - 1)
-            out = out + r1 * Lp / x - r / x ** 2
+            out = -s2 / x ** 2 + r1 * Lp / x - r / x ** 2
+            out = out + np.where(lap, 2 * d2 / (x * L) ** 2 * (2 * s / L - 1), 0.0)
             return a2 * out
         if order != 2:
             raise ValueError("order must be 1 or 2")
-        out = 2 * s2 / x ** 3
-        if mech.laplace_part:
-            out = out + 2 * d2 * _psi(ly, L, s, u) / x ** 3
-        r2 = mech.remainder_derivative(L, self.sensitivity, 2)
+        r2 = np.where(split, mech.remainder_derivative(L, self.sensitivity, 2),
+                      mech.variance_derivative(L, self.sensitivity, 2))
         Lpp = s * (1 + u) / x ** 2   # s(2 − s)/x²
-        out = out + r2 * Lp ** 2 / x + r1 * Lpp / x - 2 * r1 * Lp / x ** 2 + 2 * r / x ** 3
+        out = 2 * s2 / x ** 3 + r2 * Lp ** 2 / x + r1 * Lpp / x - 2 * r1 * Lp / x ** 2 + 2 * r / x ** 3
+        out = out + np.where(lap, 2 * d2 * _psi(ly, L, s, u) / x ** 3, 0.0)
         return a2 * out
 
     def increments(self, m, idx=None) -> np.ndarray:
         """Exact unit increments d_i(m_i) = f_i(m_i + 1) − f_i(m_i) for integer m (≥ 1).
 
         Written so that no two large, nearly equal numbers are subtracted (SPEC §2 fact 6):
-        the Laplace part uses ``L0 − L1 = log1p(cN / (m(m+1+cN)))``.
+        ``L0 − L1 = log1p(cN / (m(m+1+cN)))`` is computed directly and the mechanism turns it into
+        the variance change without subtracting the two variances.
         ``idx`` restricts the evaluation to those strata (m then has their length).
         """
         m = np.asarray(m, dtype=float)
@@ -237,13 +240,10 @@ class StratifiedDesign(Model):
         L0 = np.logaddexp(0.0, lcn - np.log(m))
         L1 = np.logaddexp(0.0, lcn - np.log(m1))
         dL = np.logaddexp(0.0, lcn - np.log(m) - np.logaddexp(np.log(m1), lcn))   # L0 − L1 > 0
-        out = -s2 / (m * m1)
-        if mech.laplace_part:
-            out = out + 2 * d * d * (m * dL * (L0 + L1) - L1 ** 2) / (m * m1 * L0 ** 2 * L1 ** 2)
-        r0 = mech.remainder(L0, d)
-        r1 = mech.remainder(L1, d)
-        out = out + (r1 - r0) / m1 - r0 / (m * m1)
-        return a2 * out
+        # f(m+1) − f(m) = [−σ² + m·(V(L1) − V(L0)) − V(L0)] / (m(m+1)), V = noise variance
+        dV = mech.variance_difference(L0, L1, dL, d)
+        V0 = mech.variance(L0, d)
+        return a2 * (-s2 + m * dV - V0) / (m * m1)
 
     # ------------------------------------------------------------------ public evaluation API
     def objective_value(self, n) -> float:

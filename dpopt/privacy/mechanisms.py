@@ -86,6 +86,25 @@ class Mechanism:
             return (-f(eps - 2 * h) + 16 * f(eps - h) - 30 * f(eps) + 16 * f(eps + h) - f(eps + 2 * h)) / (12 * h * h)
         raise ValueError("order must be 1 or 2")
 
+    def split_below(self, sensitivity=1.0) -> float:
+        """Budgets below which the models use the Laplace split (where it avoids cancellation)."""
+        return np.inf if self.laplace_part else 0.0
+
+    def variance_derivative(self, epsilon, sensitivity=1.0, order: int = 1):
+        """d^order/dε^order of :meth:`variance` (used where the Laplace split is not)."""
+        eps = np.asarray(epsilon, dtype=float)
+        lap = 0.0
+        if self.laplace_part:
+            lap = (-4.0 if order == 1 else 12.0) * sensitivity ** 2 / eps ** (2 + order)
+        return lap + self.remainder_derivative(eps, sensitivity, order)
+
+    def variance_difference(self, eps0, eps1, gap, sensitivity=1.0):
+        """Var(eps1) − Var(eps0) for eps1 < eps0 with ``gap = eps0 − eps1`` known accurately.
+
+        The default subtracts; subclasses override with cancellation-free forms.
+        """
+        return np.asarray(self.variance(eps1, sensitivity)) - np.asarray(self.variance(eps0, sensitivity))
+
     def sample(self, epsilon, sensitivity=1.0, size=None, rng=None):  # pragma: no cover - abstract
         raise NotImplementedError(f"mechanism {self.name!r} has no sampler")
 
@@ -108,6 +127,10 @@ class Laplace(Mechanism):
 
     def remainder_derivative(self, epsilon, sensitivity=1.0, order: int = 1):
         return np.zeros_like(np.asarray(epsilon, dtype=float))
+
+    def variance_difference(self, eps0, eps1, gap, sensitivity=1.0):
+        # 2Δ²(1/e1² − 1/e0²) = 2Δ²·gap·(e0 + e1)/(e0² e1²)
+        return 2.0 * sensitivity ** 2 * gap * (eps0 + eps1) / (eps0 ** 2 * eps1 ** 2)
 
     def sample(self, epsilon, sensitivity=1.0, size=None, rng=None):
         rng = np.random.default_rng(rng)
@@ -138,6 +161,31 @@ class DiscreteLaplace(Mechanism):
     def remainder_derivative(self, epsilon, sensitivity=1.0, order: int = 1):
         t = np.asarray(epsilon, dtype=float) / sensitivity
         return _h(t, order) / sensitivity ** order
+
+    def split_below(self, sensitivity=1.0) -> float:
+        # for t = ε/Δ ≥ 1 the variance decays like e^{-t} and the split would cancel instead
+        return float(sensitivity)
+
+    def variance_derivative(self, epsilon, sensitivity=1.0, order: int = 1):
+        t = np.asarray(epsilon, dtype=float) / sensitivity
+        em = np.exp(-t)
+        den = -np.expm1(-t)
+        csch2 = 4.0 * em / den ** 2          # csch²(t/2)
+        coth = (1.0 + em) / den              # coth(t/2)
+        if order == 1:
+            out = -coth * csch2 / 2.0
+        else:
+            out = csch2 ** 2 / 4.0 + coth ** 2 * csch2 / 2.0
+        return out / sensitivity ** order
+
+    def variance_difference(self, eps0, eps1, gap, sensitivity=1.0):
+        # Var = 2e^{-t}/(1−e^{-t})²; its log changes by dt − 2 log1p(e^{-t1}·expm1(−dt)/(1−e^{-t0}))
+        t0 = np.asarray(eps0, dtype=float) / sensitivity
+        t1 = np.asarray(eps1, dtype=float) / sensitivity
+        dt = np.asarray(gap, dtype=float) / sensitivity
+        dlog = dt - 2.0 * np.log1p(np.exp(-t1) * np.expm1(-dt) / -np.expm1(-t0))
+        var0 = 2.0 * np.exp(-t0) / np.expm1(-t0) ** 2
+        return var0 * np.expm1(dlog)
 
     def sample(self, epsilon, sensitivity=1.0, size=None, rng=None):
         rng = np.random.default_rng(rng)

@@ -1,0 +1,135 @@
+"""StratifiedDesign numerics (mpmath oracles), closed-form relaxations and baselines."""
+
+import mpmath as mp
+import numpy as np
+import pytest
+
+import dpopt
+
+mp.mp.dps = 60
+
+
+def f_exact(x, N, s2, a, eps, mech, sens):
+    """f_i(x) at 60 digits, from SPEC §2."""
+    x = x if isinstance(x, mp.mpf) else mp.mpf(float(x))
+    N, s2, a, sens = (mp.mpf(float(v)) for v in (N, s2, a, sens))
+    c = mp.expm1(mp.mpf(eps))
+    e_i = mp.log(1 + c * N / x)
+    if mech == "laplace":
+        g2 = 2 * mp.mpf(sens) ** 2 / e_i ** 2
+    else:
+        p = mp.exp(-e_i / sens)
+        g2 = 2 * p / (1 - p) ** 2 + (mp.mpf(1) / 12 if mech == "tulap" else 0)
+    return a * a / x * (s2 + g2)
+
+
+CASES = [(eps, N, x) for eps in (1e-6, 1e-2, 1.0, 30.0, 700.0) for (N, x) in ((50, 7.3), (10 ** 9, 123.0), (10 ** 9, 9.9e8))]
+
+
+@pytest.mark.parametrize("mech,sens", [("laplace", 1.0), ("laplace", 2.5), ("dlap", 1.0), ("dlap", 3.0), ("tulap", 1.0)])
+@pytest.mark.parametrize("eps,N,x", CASES)
+def test_derivatives_match_high_precision(mech, sens, eps, N, x):
+    s2, a = 0.3, 2.0
+    model = dpopt.StratifiedDesign(N=[N], sigma2=[s2], total=1, epsilon=eps, mechanism=mech,
+                                   objective=[a], sensitivity=sens)
+    f = lambda t: f_exact(t, N, s2, a, eps, mech, sens)  # noqa: E731
+    for order in (0, 1, 2):
+        exact = float(mp.diff(f, mp.mpf(x), order))
+        got = float(model.terms(np.array([x]))[0] if order == 0 else model.terms_derivative(np.array([x]), order)[0])
+        assert got == pytest.approx(exact, rel=2e-9), (order, got, exact)
+    # convexity (paper Thm 4.1) survives in floating point: the paper's eq. (11) does not
+    assert model.terms_derivative(np.array([x]), 2)[0] > 0
+
+
+@pytest.mark.parametrize("mech,sens", [("laplace", 1.0), ("dlap", 2.0), ("tulap", 1.0)])
+@pytest.mark.parametrize("eps", [1e-6, 0.05, 1.0, 40.0, 700.0])
+def test_increments_match_high_precision(mech, sens, eps):
+    N = np.array([3, 1000, 10 ** 9])
+    m = np.array([1, 17, 5 * 10 ** 8])
+    model = dpopt.StratifiedDesign(N=N, sigma2=[0.0, 0.1, 2.0], total=3, epsilon=eps, mechanism=mech,
+                                   objective="a-optimal", sensitivity=sens)
+    got = model.increments(m)
+    for i in range(3):
+        exact = f_exact(m[i] + 1, N[i], model.sigma2[i], 1, eps, mech, sens) - f_exact(m[i], N[i], model.sigma2[i], 1, eps, mech, sens)
+        assert got[i] == pytest.approx(float(exact), rel=1e-9, abs=1e-300)
+
+
+def test_dlap_increments_are_linear_noise():
+    """SPEC §2: the DLap noise term times 1/n is linear in n; increments of a σ²=0 stratum are 2α²/(N²c²)."""
+    eps, N = 0.7, 40
+    model = dpopt.StratifiedDesign(N=[N], sigma2=[0.0], total=1, epsilon=eps, mechanism="dlap", objective=[3.0])
+    c = np.expm1(eps)
+    assert np.allclose(model.increments(np.arange(1, N)), 2 * 9.0 / (N * N * c * c), rtol=1e-10)
+
+
+@pytest.mark.parametrize("mech", ["dlap", "tulap"])
+@pytest.mark.parametrize("eps", [0.01, 1.0, 20.0])
+def test_relaxation_closed_form_dlap_tulap(mech, eps):
+    """Paper Props 4.2/4.4: for the mean, x_i ∝ τ_i N_i when no bound binds."""
+    N = np.array([20000, 30000, 50000, 80000])
+    s2 = np.array([0.4, 1.0, 2.5, 0.7])
+    eta = 900
+    model = dpopt.StratifiedDesign(N=N, sigma2=s2, total=eta, epsilon=eps, mechanism=mech)
+    tau = np.sqrt(s2 + (1 / 12 if mech == "tulap" else 0.0))
+    expect = eta * tau * N / np.sum(tau * N)
+    r = model.relax()
+    assert r.status == dpopt.Status.OPTIMAL
+    assert np.allclose(r.x, expect, rtol=1e-8)
+
+
+@pytest.mark.parametrize("eps", [1e-4, 0.3, 5.0, 200.0])
+def test_relaxation_closed_form_pure_laplace(eps):
+    """Pure Laplace noise (σ² = 0) gives proportional allocation x ∝ N."""
+    N = np.array([5000, 12000, 40000])
+    model = dpopt.StratifiedDesign(N=N, sigma2=[0, 0, 0], total=600, epsilon=eps, mechanism="laplace")
+    r = model.relax()
+    assert np.allclose(r.x, 600 * N / N.sum(), rtol=1e-8)
+    assert np.array_equal(model.solve().n, [53, 126, 421]) or model.solve().certificate.optimal
+
+
+@pytest.mark.parametrize("eps", [1e-6, 1e-3, 1.0, 100.0, 700.0])
+@pytest.mark.parametrize("mech", ["laplace", "dlap", "tulap"])
+def test_extreme_inputs_solve_and_certify(eps, mech):
+    model = dpopt.StratifiedDesign(N=[10 ** 9, 5, 1000, 10 ** 6], sigma2=[0, 1, 3, 0.5], total=300,
+                                   epsilon=eps, mechanism=mech)
+    s = model.solve()
+    assert s.status == dpopt.Status.OPTIMAL and s.certificate.optimal
+    assert np.isfinite(s.objective) and s.n.sum() == 300
+    r = model.relax()
+    assert r.status == dpopt.Status.OPTIMAL and r.objective <= s.objective * (1 + 1e-12)
+
+
+def test_baselines_largest_remainder():
+    model = dpopt.StratifiedDesign(N=[100, 200, 300], sigma2=[1.0, 4.0, 0.25], total=10, epsilon=1.0,
+                                   objective="a-optimal", lower=[1, 1, 1], upper=[100, 3, 300])
+    # proportional: 10*(1/6, 2/6, 3/6) = 1.67, 3.33, 5 -> floors 1,3,5 (+1 to largest remainder: stratum 1)
+    assert list(model.baseline("proportional")) == [2, 3, 5]
+    # equal: 3.33 each; upper 3 binds on stratum 2 -> (3.5, 3, 3.5) -> 3,3,3 + 1 to the first tie
+    eq = model.baseline("equal")
+    assert eq.sum() == 10 and eq[1] == 3 and sorted(eq[[0, 2]]) == [3, 4]
+    # Neyman with alpha = 1: ∝ sigma = (1, 2, 0.5): 2.86, 5.71 -> capped at 3, rest ∝ (1, 0.5) of 7
+    ney = model.baseline("neyman")
+    assert list(ney) == [5, 3, 2]
+    with pytest.raises(ValueError, match="baseline"):
+        model.baseline("optimal")
+
+
+def test_breakdown_and_budgets():
+    model = dpopt.StratifiedDesign(N=[1000, 2000], sigma2=[1.0, 2.0], total=100, epsilon=0.5)
+    n = np.array([40, 60])
+    br = model.variance_breakdown(n)
+    assert br["total"] == pytest.approx(model.objective_value(n))
+    assert np.allclose(br["sampling"], model.alpha ** 2 * model.sigma2 / n)
+    assert br["variance_of_mean"] == pytest.approx(br["total"] / 3000 ** 2)
+    nb = model.nominal_budgets(n)
+    assert np.allclose(nb["epsilon"], dpopt.privacy.nominal_epsilon(0.5, n / model.N))
+    assert np.allclose(dpopt.privacy.amplified_epsilon(nb["epsilon"], nb["rate"]), 0.5)
+    assert np.allclose(br["noise"], model.alpha ** 2 * 2 * nb["scale"] ** 2 / n)
+
+
+def test_fpc_subtracts_constant_only():
+    kw = dict(N=[50, 80, 120], sigma2=[1.0, 3.0, 0.5], total=60, epsilon=0.8)
+    a, b = dpopt.StratifiedDesign(**kw), dpopt.StratifiedDesign(**kw, fpc=True)
+    sa, sb = a.solve(), b.solve()
+    assert np.array_equal(sa.n, sb.n)
+    assert sa.objective - sb.objective == pytest.approx(np.sum(a.alpha2 * a.sigma2 / a.N))
