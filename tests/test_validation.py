@@ -1,0 +1,133 @@
+"""Bad input raises ValueError/TypeError naming the field; the CLI reports malformed files cleanly."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import dpopt
+from dpopt.cli import main
+
+BASE = dict(N=[100, 200, 300], sigma2=[1.0, 2.0, 3.0], total=30, epsilon=1.0)
+
+
+def make(**kw):
+    args = dict(BASE)
+    args.update(kw)
+    return dpopt.StratifiedDesign(**args)
+
+
+@pytest.mark.parametrize("kw,exc,field", [
+    (dict(N=[100, 0, 300]), ValueError, "N"),
+    (dict(N=[100, -5, 300]), ValueError, "N"),
+    (dict(N=[100, 2.5, 300]), ValueError, "N"),
+    (dict(N=[100, float("nan"), 300]), ValueError, "N"),
+    (dict(N=[100, float("inf"), 300]), ValueError, "N"),
+    (dict(N="100"), TypeError, "N"),
+    (dict(N=[]), ValueError, "N"),
+    (dict(N=[], sigma2=[]), ValueError, "N"),
+    (dict(sigma2=[1.0, -2.0, 3.0]), ValueError, "sigma2"),
+    (dict(sigma2=[1.0, float("nan"), 3.0]), ValueError, "sigma2"),
+    (dict(sigma2=[1.0, float("inf"), 3.0]), ValueError, "sigma2"),
+    (dict(sigma2=[1.0, 2.0]), ValueError, "sigma2"),
+    (dict(sigma2=1.0), ValueError, "sigma2"),
+    (dict(epsilon=0.0), ValueError, "epsilon"),
+    (dict(epsilon=-1.0), ValueError, "epsilon"),
+    (dict(epsilon=float("nan")), ValueError, "epsilon"),
+    (dict(epsilon=float("inf")), ValueError, "epsilon"),
+    (dict(epsilon="1"), TypeError, "epsilon"),
+    (dict(total=2), ValueError, "total"),
+    (dict(total=601), ValueError, "total"),
+    (dict(total=30.5), ValueError, "total"),
+    (dict(lower=[0, 1, 1]), ValueError, "lower"),
+    (dict(upper=[100, 201, 300]), ValueError, "upper"),
+    (dict(lower=[50, 1, 1], upper=[40, 200, 300]), ValueError, "lower"),
+    (dict(lower=[1, 1]), ValueError, "lower"),
+    (dict(mechanism="gaussian"), ValueError, "mechanism"),
+    (dict(mechanism=3), TypeError, "mechanism"),
+    (dict(objective="d-optimal"), ValueError, "objective"),
+    (dict(objective=[1.0, 0.0, 2.0]), ValueError, "alpha"),
+    (dict(objective=[1.0, -1.0, 2.0]), ValueError, "alpha"),
+    (dict(objective=[1.0, 2.0]), ValueError, "alpha"),
+    (dict(sigma2=[0.0, 1.0, 1.0], objective="unit-free"), ValueError, "sigma2"),
+    (dict(sensitivity=0.0), ValueError, "sensitivity"),
+    (dict(sensitivity=-1.0), ValueError, "sensitivity"),
+    (dict(mechanism="tulap", sensitivity=2.0), ValueError, "sensitivity"),
+    (dict(mechanism="dlap", sensitivity=1.5), ValueError, "sensitivity"),
+])
+def test_bad_input(kw, exc, field):
+    with pytest.raises(exc, match=field):
+        make(**kw)
+
+
+def test_bad_designs_and_backends():
+    model = make()
+    with pytest.raises(ValueError, match="n"):
+        model.objective_value([10, 10])
+    with pytest.raises(ValueError, match="n"):
+        model.objective_value([0, 10, 20])
+    with pytest.raises(ValueError, match="n"):
+        model.objective_value([10, 10, 301])
+    with pytest.raises(ValueError, match="backend"):
+        model.solve(backend="gurobi")
+    with pytest.raises(ValueError, match="A"):
+        model.add_constraint([[1, 2]], [5])
+    with pytest.raises(ValueError, match="sense"):
+        model.add_constraint([[1, 2, 3]], [5], sense="<")
+
+
+def test_user_defined_mechanism():
+    """A mechanism given as an object: Gaussian-like variance 3/ε² (not a built-in)."""
+
+    class Cubic(dpopt.privacy.Mechanism):
+        name = "three-over-eps2"
+
+        def variance(self, epsilon, sensitivity=1.0):
+            return 3.0 * sensitivity ** 2 / np.asarray(epsilon, dtype=float) ** 2
+
+    ref = make(mechanism="laplace", sensitivity=np.sqrt(1.5))   # 2·1.5/ε² = 3/ε²
+    mine = make(mechanism=Cubic())
+    assert np.array_equal(mine.solve().n, ref.solve().n)
+    assert mine.solve().objective == pytest.approx(ref.solve().objective, rel=1e-12)
+    assert mine.relax().objective == pytest.approx(ref.relax().objective, rel=1e-7)
+
+
+BAD_FILES = {
+    "not toml": "family = [",
+    "no family": "epsilon = 1\n",
+    "unknown family": 'family = "nope"\n',
+    "unknown key": 'family = "stratified"\nepsilon = 1\ntotal = 10\nbogus = 3\n[strata]\nN = [10, 20]\nsigma2 = [1, 1]\n',
+    "missing strata": 'family = "stratified"\nepsilon = 1\ntotal = 10\n',
+    "bad epsilon": 'family = "stratified"\nepsilon = -1\ntotal = 10\n[strata]\nN = [10, 20]\nsigma2 = [1, 1]\n',
+    "strata not table": 'family = "stratified"\nepsilon = 1\ntotal = 10\nstrata = 3\n',
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_FILES))
+def test_cli_malformed_file(tmp_path, name):
+    path = tmp_path / "m.toml"
+    path.write_text(BAD_FILES[name])
+    proc = subprocess.run([sys.executable, "-m", "dpopt.cli", "solve", str(path)], capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert "error" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_cli_missing_file(capsys):
+    assert main(["solve", "does-not-exist.toml"]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_cli_solve_json_matches_api(tmp_path, capsys):
+    path = tmp_path / "m.toml"
+    path.write_text('family = "stratified"\nepsilon = 0.5\ntotal = 40\nmechanism = "dlap"\n'
+                    '[strata]\nN = [100, 300]\nsigma2 = [4.0, 1.0]\nupper = [30, 300]\n')
+    assert main(["solve", str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    api = dpopt.StratifiedDesign(N=[100, 300], sigma2=[4.0, 1.0], total=40, epsilon=0.5, mechanism="dlap",
+                                 upper=[30, 300]).solve()
+    assert out["n"] == api.n.tolist() and out["status"] == "optimal" and out["certificate"]["optimal"]
+    assert main(["solve", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "ratio Neyman/this" in text and "certificate" in text and "eps_i" in text
