@@ -41,25 +41,30 @@ def _x_of_mu(model: StratifiedDesign, mu: float, x0: np.ndarray, lo: np.ndarray,
         return x, free
     a, b = lo[idx].astype(float), hi[idx].astype(float)
     xi = x[idx]
+    a, b = a.copy(), b.copy()
+    act = np.arange(idx.size)          # positions still iterating
     for _ in range(max_iter):
-        g = model.terms_derivative(xi, 1, idx) - mu
-        # keep the bracket: g < 0 means root is to the right
-        a = np.where(g < 0, xi, a)
-        b = np.where(g > 0, xi, b)
-        h = model.terms_derivative(xi, 2, idx)
+        xa = xi[act]
+        d1, h = model.terms_derivatives(xa, idx[act])
+        g = d1 - mu
+        # keep the bracket: g < 0 means the root is to the right
+        a[act] = np.where(g < 0, xa, a[act])
+        b[act] = np.where(g > 0, xa, b[act])
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            xn = xi - g / h
-        bad = ~np.isfinite(xn) | (xn <= a) | (xn >= b)
-        xn = np.where(bad, np.sqrt(a * b), xn)
-        done = np.abs(xn - xi) <= tol * xi
-        xi = xn
-        if np.all(done | (g == 0)):
+            xn = xa - g / h
+        aa, bb = a[act], b[act]
+        bad = ~np.isfinite(xn) | (xn <= aa) | (xn >= bb)
+        xn = np.where(bad, np.sqrt(aa * bb), xn)
+        done = (np.abs(xn - xa) <= tol * xa) | (g == 0)
+        xi[act] = xn
+        act = act[~done]
+        if act.size == 0:
             break
     x[idx] = xi
     return x, free
 
 
-def relax_stratified(model: StratifiedDesign, tol: float = 1e-13, max_iter: int = 400) -> Solution:
+def relax_stratified(model: StratifiedDesign, tol: float = 1e-12, max_iter: int = 400) -> Solution:
     """Continuous optimum x* of the relaxation by KKT: Σ x_i(μ) = η solved on the multiplier μ.
 
     The bracket [μ_a, μ_b] with Σx(μ_a) < η ≤ Σx(μ_b) shrinks by safeguarded Newton steps. If it
@@ -80,16 +85,24 @@ def relax_stratified(model: StratifiedDesign, tol: float = 1e-13, max_iter: int 
     mu_a, mu_b = float(np.min(d_lo)), float(np.max(d_hi))   # Σx(mu_a) = Σlo, Σx(mu_b) = Σhi
     x_a, x_b = lo.copy(), hi.copy()
     S_a, S_b = lo.sum() - eta, hi.sum() - eta
+    # start: Neyman-like allocation with the noise variance taken at proportional rates
     x = lo + (hi - lo) * (eta - lo.sum()) / max(hi.sum() - lo.sum(), 1.0)
+    w = model.alpha * np.sqrt(model.sigma2 + model.noise_variance_at(x))
+    if np.all(np.isfinite(w)) and np.any(w > 0):
+        x = np.clip(w * (eta / w.sum()), lo, hi)
     mu = float(np.clip(np.median(model.terms_derivative(x, 1)), mu_a, mu_b))
     it, converged = 0, S_a == 0 or S_b == 0
+    inner_res = 1.0
     if converged:
         x = x_a if S_a == 0 else x_b
     while not converged and it < max_iter:
         it += 1
-        x, free = _x_of_mu(model, mu, x, lo, hi, d_lo, d_hi)
+        # inexact Newton: the inner solves need full precision only as the sum converges
+        inner_tol = min(max(1e-3 * inner_res, 1e-14), 1e-6)
+        x, free = _x_of_mu(model, mu, x, lo, hi, d_lo, d_hi, tol=inner_tol)
         S = x.sum() - eta
-        if abs(S) <= tol * eta:
+        inner_res = abs(S) / eta
+        if abs(S) <= tol * eta and inner_tol <= 1e-3 * tol:
             converged = True
             break
         if S < 0:
@@ -101,8 +114,8 @@ def relax_stratified(model: StratifiedDesign, tol: float = 1e-13, max_iter: int 
             mu_new = mu - S / dS if 0 < dS < np.inf else np.nan
         if not (mu_a < mu_new < mu_b):
             mu_new = 0.5 * (mu_a + mu_b)
-        if not (mu_a < mu_new < mu_b):   # bracket collapsed to adjacent floats
-            break
+        if not (mu_a < mu_new < mu_b) or abs(mu_new - mu) <= 4e-16 * abs(mu):
+            break   # multiplier converged to rounding: blend the bracket ends below
         mu = mu_new
     if not converged:
         theta = -S_a / (S_b - S_a)

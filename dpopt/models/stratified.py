@@ -193,35 +193,43 @@ class StratifiedDesign(Model):
 
         ``idx`` restricts the evaluation to those strata (x then has their length).
         """
+        if order not in (1, 2):
+            raise ValueError("order must be 1 or 2")
+        return self.terms_derivatives(x, idx, second=order == 2)[order - 1]
+
+    def terms_derivatives(self, x, idx=None, second: bool = True):
+        """(f_i'(x_i), f_i''(x_i) or None), sharing the common work."""
         x = np.asarray(x, dtype=float)
         sl = slice(None) if idx is None else idx
         a2, s2 = self.alpha2[sl], self.sigma2[sl]
         ly = self._log_y(x, idx)
         L = np.logaddexp(0.0, ly)
         s = expit(ly)            # y/(1+y)
-        u = expit(-ly)           # 1/(1+y)
         d2 = self.sensitivity ** 2
         mech = self.mechanism
-        # Laplace split (2Δ²/L² handled in closed form) where it avoids cancellation, else the
-        # mechanism's own variance derivatives
-        split = L < mech.split_below(self.sensitivity)
-        lap = split if mech.laplace_part else np.zeros_like(split)
-        r = np.where(split, mech.remainder(L, self.sensitivity), mech.variance(L, self.sensitivity))
-        r1 = np.where(split, mech.remainder_derivative(L, self.sensitivity, 1),
-                      mech.variance_derivative(L, self.sensitivity, 1))
-        Lp = -s / x              # dL/dx
-        if order == 1:
-            out = -s2 / x ** 2 + r1 * Lp / x - r / x ** 2
-            out = out + np.where(lap, 2 * d2 / (x * L) ** 2 * (2 * s / L - 1), 0.0)
-            return a2 * out
-        if order != 2:
-            raise ValueError("order must be 1 or 2")
-        r2 = np.where(split, mech.remainder_derivative(L, self.sensitivity, 2),
-                      mech.variance_derivative(L, self.sensitivity, 2))
-        Lpp = s * (1 + u) / x ** 2   # s(2 − s)/x²
-        out = 2 * s2 / x ** 3 + r2 * Lp ** 2 / x + r1 * Lpp / x - 2 * r1 * Lp / x ** 2 + 2 * r / x ** 3
-        out = out + np.where(lap, 2 * d2 * _psi(ly, L, s, u) / x ** 3, 0.0)
-        return a2 * out
+        inv_x = 1.0 / x
+        Lp = -s * inv_x          # dL/dx
+        d1 = -s2 * inv_x ** 2
+        dd = 2 * s2 * inv_x ** 3 if second else None
+        if mech.laplace_part:
+            # Laplace split: 2Δ²/L² in closed form (series near y = 0) where it avoids cancellation
+            lap = L < mech.split_below(self.sensitivity)
+            d1 = d1 + np.where(lap, 2 * d2 * (inv_x / L) ** 2 * (2 * s / L - 1), 0.0)
+            if second:
+                u = expit(-ly)   # 1/(1+y)
+                dd = dd + np.where(lap, 2 * d2 * _psi(ly, L, s, u) * inv_x ** 3, 0.0)
+        else:
+            lap = np.zeros(L.shape, dtype=bool)
+        if mech.has_remainder or not np.all(lap):
+            sens = self.sensitivity
+            r = np.where(lap, mech.remainder(L, sens), mech.variance(L, sens))
+            r1 = np.where(lap, mech.remainder_derivative(L, sens, 1), mech.variance_derivative(L, sens, 1))
+            d1 = d1 + r1 * Lp * inv_x - r * inv_x ** 2
+            if second:
+                r2 = np.where(lap, mech.remainder_derivative(L, sens, 2), mech.variance_derivative(L, sens, 2))
+                Lpp = s * (2 - s) * inv_x ** 2
+                dd = dd + r2 * Lp ** 2 * inv_x + r1 * Lpp * inv_x - 2 * r1 * Lp * inv_x ** 2 + 2 * r * inv_x ** 3
+        return a2 * d1, (a2 * dd if second else None)
 
     def increments(self, m, idx=None) -> np.ndarray:
         """Exact unit increments d_i(m_i) = f_i(m_i + 1) − f_i(m_i) for integer m (≥ 1).
@@ -380,12 +388,12 @@ class StratifiedDesign(Model):
 
 def _psi(ly, L, s, u):
     """psi(y) = x³/(2Δ²)·v''(x) for the Laplace term; series for small y, else the closed form."""
-    y = np.exp(np.minimum(ly, 0.0))
+    out = (2 * L ** 2 - 6 * s * L - 2 * s * u * L + 6 * s ** 2) / L ** 4
     small = ly < np.log(_PSI_SERIES_MAX)
-    series = np.polynomial.polynomial.polyval(np.where(small, y, 0.0), _PSI_COEF)
-    Ls = np.where(small, 1.0, L)
-    closed = (2 * Ls ** 2 - 6 * s * Ls - 2 * s * u * Ls + 6 * s ** 2) / Ls ** 4
-    return np.where(small, series, closed)
+    if np.any(small):
+        out = np.where(small, 0.0, out)
+        out[small] = np.polynomial.polynomial.polyval(np.exp(ly[small]), _PSI_COEF)
+    return out
 
 
 def largest_remainder(weights, total: int, lower, upper) -> np.ndarray:

@@ -59,6 +59,7 @@ class Mechanism:
 
     name = "custom"
     laplace_part = False
+    has_remainder = True   # False only when the variance is exactly the Laplace part
     integer_valued = False
 
     def check_sensitivity(self, sensitivity) -> float:
@@ -117,6 +118,7 @@ class Laplace(Mechanism):
 
     name = "laplace"
     laplace_part = True
+    has_remainder = False
 
     def variance(self, epsilon, sensitivity=1.0):
         eps = np.asarray(epsilon, dtype=float)
