@@ -1,0 +1,158 @@
+"""Exact backend for SampleSizeProgram: interval branch and bound, or a vectorised full scan.
+
+V_n = s(n) + v(n) is not convex in general, but its parts are monotone: the sampling term s(n)
+decreases in n, and the noise term has a known monotone structure for each sensitivity model
+(``SampleSizeProgram.noise_lower_bound``). On an integer interval [a, b] therefore
+
+    V_n ≥ s(b) + v_lb(a, b)     for every n in [a, b],
+
+and branch and bound over intervals is exact: an interval is discarded only when this bound exceeds
+the best value found (plus a relative slack of 1e-12 that only keeps *more* intervals alive, so
+floating-point ties are resolved by evaluating them). Intervals are processed in vectorised rounds:
+each survivor is split into ``branching`` pieces; intervals of at most ``leaf`` integers are
+evaluated point by point. Among exact ties the smallest n is returned (as ``argmin`` of a scan).
+
+The scan evaluates every n in chunks (exact by construction); it is used when N ≤ ``scan_limit`` and
+``method="auto"`` picks it for small N, and it is the only option for a callable sensitivity
+without a declared monotone trend.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..models.sample_size import SampleSizeProgram
+from ..registry import register
+from ..result import Certificate, Solution, Status
+
+_DESCRIPTION = "dpopt's own exact solvers (no external solver needed)"
+_SLACK = 1e-12
+
+
+def _scan(model: SampleSizeProgram, chunk: int = 1 << 20):
+    best_n, best_v, evals = 0, np.inf, 0
+    for start in range(1, model.N + 1, chunk):
+        n = np.arange(start, min(model.N, start + chunk - 1) + 1, dtype=float)
+        v = model.variance(n)
+        evals += n.size
+        i = int(np.argmin(v))
+        if v[i] < best_v:
+            best_n, best_v = int(n[i]), float(v[i])
+    return best_n, best_v, evals
+
+
+def _bnb(model: SampleSizeProgram, branching: int = 16, leaf: int = 64, deadline: float = np.inf):
+    N = model.N
+    cand = np.array([1.0, float(N)])
+    vals = model.variance(cand)
+    i = int(np.argmin(vals))
+    best_n, best_v = int(cand[i]), float(vals[i])
+    a = np.array([1.0])
+    b = np.array([float(N)])
+    pruned_lb = np.inf
+    evals, rounds, max_live = 2, 0, 1
+    check_trend = model.kind == "callable"
+    while a.size:
+        rounds += 1
+        if time.perf_counter() > deadline:
+            return best_n, best_v, min(pruned_lb, float(np.min(model.sampling_variance(b)
+                                                               + model.noise_lower_bound(a, b)))), \
+                evals, rounds, max_live, "time_limit"
+        size = b - a + 1
+        small = size <= leaf
+        # leaves: evaluate every integer they hold
+        if np.any(small):
+            sa, sb = a[small], b[small]
+            lens = (sb - sa + 1).astype(np.int64)
+            starts = np.repeat(sa, lens)
+            offs = np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens, lens)
+            pts = starts + offs
+            v = model.variance(pts)
+            evals += pts.size
+            j = int(np.argmin(v))
+            if v[j] < best_v or (v[j] == best_v and pts[j] < best_n):
+                best_n, best_v = int(pts[j]), float(v[j])
+        a, b = a[~small], b[~small]
+        if not a.size:
+            break
+        if check_trend:
+            da, db = model.sensitivity_at(a), model.sensitivity_at(b)
+            bad = (da < db) if model.sensitivity_trend == "nonincreasing" else (da > db)
+            if np.any(bad):
+                k = int(np.flatnonzero(bad)[0])
+                raise _TrendError(f"the sensitivity callable is not {model.sensitivity_trend}: "
+                                  f"Delta({a[k]:.0f}) = {da[k]:g}, Delta({b[k]:.0f}) = {db[k]:g}")
+        # incumbent update from the interval ends and midpoints
+        mid = np.floor(0.5 * (a + b))
+        pts = np.concatenate([a, b, mid])
+        v = model.variance(pts)
+        evals += pts.size
+        j = int(np.argmin(v))
+        if v[j] < best_v or (v[j] == best_v and pts[j] < best_n):
+            best_n, best_v = int(pts[j]), float(v[j])
+        lb = model.sampling_variance(b) + model.noise_lower_bound(a, b)
+        keep = lb <= best_v + _SLACK * abs(best_v)
+        if np.any(~keep):
+            pruned_lb = min(pruned_lb, float(np.min(lb[~keep])))
+        a, b = a[keep], b[keep]
+        if not a.size:
+            break
+        # split each survivor into `branching` pieces
+        k = branching
+        edges = a[:, None] + np.floor((b - a + 1)[:, None] * np.arange(k + 1)[None, :] / k)
+        na = edges[:, :-1]
+        nb = edges[:, 1:] - 1
+        ok = nb >= na
+        a, b = na[ok], nb[ok]
+        max_live = max(max_live, a.size)
+    return best_n, best_v, min(pruned_lb, best_v), evals, rounds, max_live, "done"
+
+
+class _TrendError(ValueError):
+    pass
+
+
+@register("exact", SampleSizeProgram, "solve", _DESCRIPTION)
+def solve_exact(model: SampleSizeProgram, method: str = "auto", scan_limit: int = 2_000_000,
+                branching: int = 16, leaf: int = 64, time_limit: float | None = None) -> Solution:
+    """Exact integer optimum n* of V_n.
+
+    method : ``"auto"`` (scan when N ≤ 4096 or no bound is available, else branch and bound),
+        ``"bnb"`` or ``"scan"``.
+    scan_limit : largest N a scan may cover (a callable without trend and larger N is ``unsupported``).
+    """
+    if method not in ("auto", "bnb", "scan"):
+        raise ValueError(f"method must be 'auto', 'bnb' or 'scan', got {method!r}")
+    if int(branching) < 2 or int(leaf) < 1:
+        raise ValueError("branching must be >= 2 and leaf >= 1")
+    t0 = time.perf_counter()
+    deadline = np.inf if time_limit is None else t0 + float(time_limit)
+    use_scan = method == "scan" or (method == "auto" and (model.N <= 4096 or not model.bounded))
+    if method == "bnb" and not model.bounded:
+        return Solution(status=Status.UNSUPPORTED, backend="exact", model="SampleSizeProgram",
+                        message="branch and bound needs sensitivity_trend for a callable sensitivity; use method='scan'")
+    if use_scan:
+        if model.N > scan_limit:
+            return Solution(status=Status.UNSUPPORTED, backend="exact", model="SampleSizeProgram",
+                            message=(f"a scan over N = {model.N} exceeds scan_limit = {scan_limit}; declare "
+                                     "sensitivity_trend for the callable (branch and bound) or raise scan_limit"))
+        n_star, v_star, evals = _scan(model)
+        cert = Certificate(kind="scan", optimal=True, lower_bound=v_star, gap=0.0,
+                           message=f"all {model.N} sample sizes evaluated")
+        return model.make_solution(n_star, backend="exact", solver="scan", certificate=cert,
+                                   extra={"method": "scan", "evaluations": evals})
+    try:
+        n_star, v_star, lb, evals, rounds, live, why = _bnb(model, int(branching), int(leaf), deadline)
+    except _TrendError as exc:
+        return Solution(status=Status.ERROR, backend="exact", model="SampleSizeProgram", message=str(exc))
+    gap = max(0.0, (v_star - lb) / v_star) if v_star > 0 else 0.0
+    done = why == "done"
+    cert = Certificate(kind="gap", optimal=done, lower_bound=lb, gap=gap, tolerance=_SLACK,
+                       message=f"interval branch and bound, {rounds} rounds")
+    return model.make_solution(n_star, status=Status.OPTIMAL if done else Status.TIME_LIMIT, backend="exact",
+                               solver="interval-bnb", certificate=cert,
+                               message="" if done else "time limit reached; best point so far",
+                               extra={"method": "bnb", "evaluations": evals, "rounds": rounds,
+                                      "max_live_intervals": live})

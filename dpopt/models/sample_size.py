@@ -1,0 +1,405 @@
+"""Sample size versus privacy: the SRS program of Hu, Drechsler & Kim (SPEC §4).
+
+An agency holds a population of ``N`` records with population variance ``S²`` and must release a
+statistic with a central (ε, δ) guarantee. Releasing it from a simple random sample without
+replacement of size ``n`` lets the mechanism spend the amplified nominal budget
+
+    ε_n = log1p((N/n)·expm1(ε)),   δ_n = (N/n)·δ,
+
+so with the Laplace mechanism and sensitivity Δ(n) the released estimate has variance
+
+    V_n = (1 − n/N)·S²/n + 2·(Δ(n)/ε_n)²,      V_N = 2·(Δ(N)/ε)².
+
+:class:`SampleSizeProgram` declares ``min_n V_n`` over the integers ``1 ≤ n ≤ N``; backends
+(``exact``: interval branch and bound or a vectorised scan; ``pyomo``: SCIP; ``scipy``: bounded
+scalar search + rounding) solve it. The module also offers the paper's analysis functions: the noise
+ratio r(ε, n/N) (eq. 8), the q-bound (eq. 5) and its inverse, and the "no gain" bound.
+
+Sensitivity models (``sensitivity=``):
+
+* ``"mean"`` — global sensitivity of the mean, ``Δ(n) = R/n`` (needs ``value_range=R``). Then both
+  terms of V_n decrease in n and the optimum is always ``n* = N`` (the paper's "no gain").
+* a positive number — constant Δ (the best case for sampling; an interior optimum may exist).
+* a callable ``n -> Δ(n)`` (called with a float array of sizes when it accepts one, else element
+  by element). Declare ``sensitivity_trend="nonincreasing"`` or ``"nondecreasing"`` to let the exact
+  backend use branch and bound for any N; without a trend it scans every n (exact, up to a limit).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from .. import _validate as V
+from ..privacy.amplification import nominal_epsilon
+from ..result import Certificate, Solution, Status
+from .base import Model
+
+TRENDS = ("nonincreasing", "nondecreasing")
+MAX_N = 2 ** 53
+
+
+# ---------------------------------------------------------------------------------- analysis
+def _rate_array(rate, name="rate"):
+    r = np.asarray(rate, dtype=float)
+    if not np.all(np.isfinite(r)) or np.any(r <= 0) or np.any(r > 1):
+        raise ValueError(f"{name} (sampling rate n/N) must be in (0, 1], got {rate!r}")
+    return r
+
+
+def _eps_array(epsilon, name="epsilon"):
+    e = np.asarray(epsilon, dtype=float)
+    if not np.all(np.isfinite(e)) or np.any(e <= 0):
+        raise ValueError(f"{name} must be finite and > 0, got {epsilon!r}")
+    return e
+
+
+def _out(x):
+    return x[()] if np.ndim(x) == 0 else x
+
+
+def amplified_nominal_epsilon(epsilon, rate):
+    """ε_n = log1p(expm1(ε)/rate): the nominal budget a sample of rate n/N may spend (Theorem 1)."""
+    return nominal_epsilon(_eps_array(epsilon), _rate_array(rate))
+
+
+def noise_ratio(epsilon, rate):
+    """Paper eq. (8): r(ε, n/N) = (n·ε_n / (N·ε))², the population-to-sample noise-variance ratio
+    of the mean with global sensitivity.
+
+    r < 1 means the sample mean needs *more* noise than the population mean. In exact arithmetic
+    ``r < 1`` for every ε > 0 and rate < 1 (``q·log1p(c/q)`` increases in q), with r → 1 as ε → 0
+    and r → rate² as ε → ∞; for small ε, ``r ≈ 1 − ε(1 − q)/q``. Vectorised.
+    """
+    e = _eps_array(epsilon)
+    q = _rate_array(rate)
+    en = nominal_epsilon(e, q)
+    return _out((q * en / e) ** 2)
+
+
+def epsilon_for_noise_ratio(rate, ratio=1.0, *, rtol: float = 1e-13):
+    """The ε > 0 at which r(ε, rate) equals ``ratio`` (the r = 1 threshold curve of the paper's Fig. 5).
+
+    r(·, q) decreases strictly from 1 (ε → 0) to q² (ε → ∞), so for ``q² < ratio < 1`` the answer is
+    unique (found by bisection in log ε). For ``ratio = 1`` and ``rate < 1`` **there is no finite
+    solution**: r < 1 for every ε > 0. The paper's Figure 5 curve (ε ≈ 2e-9 at rate 1e-4) comes from
+    evaluating ``log(1 + (N/n)(e^ε − 1))`` naively, whose rounding error (~1e-16/ε) makes r wobble
+    around 1; this function raises instead of reproducing that artefact. At ``rate = 1``, r ≡ 1 and
+    every ε qualifies (raises too, with that explanation).
+    """
+    q = float(_rate_array(rate))
+    ratio = V.real("ratio", ratio)
+    if q == 1.0:
+        raise ValueError("at rate = 1 the noise ratio is identically 1 for every epsilon; no unique solution")
+    if not q * q < ratio < 1.0:
+        if ratio >= 1.0:
+            raise ValueError(f"no epsilon > 0 gives noise ratio r = {ratio:g} at rate {q:g}: r(eps, q) < 1 for "
+                             "every eps > 0 when q < 1 (r -> 1 only as eps -> 0; for small eps, "
+                             "1 - r ~ eps*(1 - q)/q). Ask for a ratio slightly below 1 instead.")
+        raise ValueError(f"ratio must be in (rate², 1) = ({q * q:g}, 1), got {ratio:g}")
+    f = lambda le: float(noise_ratio(math.exp(le), q)) - ratio  # noqa: E731  decreasing in log eps
+    hi = 0.0
+    while f(hi) > 0:  # r still above the target: a larger eps is needed
+        hi += 8.0
+        if hi > 690.0:
+            raise ValueError("the epsilon for this ratio exceeds e**690")
+    lo = hi - 8.0
+    while f(lo) <= 0:
+        lo -= 8.0
+        if lo < -690.0:
+            raise ValueError("the epsilon for this ratio is below e**-690")
+    for _ in range(400):
+        mid = 0.5 * (lo + hi)
+        if f(mid) > 0:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= rtol:
+            break
+    return math.exp(0.5 * (lo + hi))
+
+
+def q_bound(epsilon, rate):
+    """Paper eq. (5): q = 1 − ε²/ε_n² — with constant sensitivity, sampling can only help when the
+    sampling variance is below q·V_N. Vectorised."""
+    e = _eps_array(epsilon)
+    t = e / nominal_epsilon(e, _rate_array(rate))
+    return _out((1.0 - t) * (1.0 + t))
+
+
+def rate_for_q_bound(epsilon, q, *, rtol: float = 1e-14):
+    """The sampling rate at which eq. (5)'s bound equals ``q``: sampling variance ``q·V_N`` can only be
+    beaten by rates *below* this value (paper: ε=3, q=0.6 → 16.77 %; ε=0.1 → 61.4 %).
+
+    ``q_bound`` decreases strictly from 1 (rate → 0) to 0 (rate = 1); solved by bisection in log rate.
+    """
+    e = float(_eps_array(epsilon))
+    q = V.real("q", q)
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"q must be in (0, 1), got {q:g}")
+    lo, hi = -745.0, 0.0   # log rate
+    f = lambda lr: float(q_bound(e, math.exp(lr))) - q  # noqa: E731  decreasing in log rate
+    if f(lo) <= 0:
+        raise ValueError(f"q = {q:g} is not reached for any rate >= 1e-323 at epsilon = {e:g}")
+    for _ in range(400):
+        mid = 0.5 * (lo + hi)
+        if f(mid) > 0:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= rtol:
+            break
+    return math.exp(0.5 * (lo + hi))
+
+
+def no_gain_bound(epsilon, rate, sensitivity_N):
+    """Paper §4.1: no accuracy gain is possible (Laplace mechanism, any statistic, sensitivity not
+    smaller in the sample than in the population) whenever the sampling variance is at least
+    ``2·Δ_N²·(ε⁻² − ε_n⁻²)``. Returns that threshold. Vectorised."""
+    e = _eps_array(epsilon)
+    d = np.asarray(sensitivity_N, dtype=float)
+    if not np.all(np.isfinite(d)) or np.any(d <= 0):
+        raise ValueError(f"sensitivity_N must be finite and > 0, got {sensitivity_N!r}")
+    en = nominal_epsilon(e, _rate_array(rate))
+    return _out(2.0 * d * d * (1.0 / e - 1.0 / en) * (1.0 / e + 1.0 / en))
+
+
+# ---------------------------------------------------------------------------------- the model
+class SampleSizeProgram(Model):
+    """Optimal sample size when sampling amplifies privacy (SRS without replacement; SPEC §4).
+
+    Parameters
+    ----------
+    N : population size (integer, 1 ≤ N ≤ 2**53)
+    S2 : population variance S² (≥ 0)
+    epsilon : central ε > 0 every population member must receive
+    delta : central δ in [0, 1); the release at n spends δ_n = N·δ/n, which must be ≤ 1 at the optimum
+    sensitivity : ``"mean"`` (Δ(n) = R/n, needs ``value_range``), a positive number, or a callable n → Δ(n)
+    value_range : R, the known range of the values (only with ``sensitivity="mean"``)
+    sensitivity_trend : for a callable: ``"nonincreasing"`` / ``"nondecreasing"`` in n, or None (unknown)
+    """
+
+    def __init__(self, N, S2, epsilon, delta=0.0, sensitivity="mean", value_range=None,
+                 sensitivity_trend=None, name=""):
+        self.N = V.integer("N", N, minimum=1)
+        if self.N > MAX_N:
+            raise ValueError(f"N must be <= 2**53, got {self.N}")
+        self.S2 = V.real("S2", S2)
+        if self.S2 < 0:
+            raise ValueError(f"S2 (population variance) must be >= 0, got {self.S2:g}")
+        self.epsilon = V.positive("epsilon", epsilon)
+        self.delta = V.probability("delta", delta)
+        self.value_range = None
+        self.sensitivity_trend = None
+        self._fn: Callable | None = None
+        if isinstance(sensitivity, str):
+            key = V.choice("sensitivity", sensitivity, ("mean",))
+            if value_range is None:
+                raise ValueError("sensitivity='mean' (global sensitivity R/n) needs value_range=R > 0, "
+                                 "the known range of the values")
+            self.value_range = V.positive("value_range", value_range)
+            self.kind = key
+            self.constant = None
+        elif callable(sensitivity):
+            self.kind = "callable"
+            self.constant = None
+            self._fn = sensitivity
+            if sensitivity_trend is not None:
+                self.sensitivity_trend = V.choice("sensitivity_trend", sensitivity_trend, TRENDS)
+        else:
+            self.kind = "constant"
+            self.constant = V.real("sensitivity", sensitivity)
+            if self.constant <= 0:
+                raise ValueError(f"sensitivity must be > 0 (a constant Delta), 'mean', or a callable; "
+                                 f"got {self.constant:g}")
+        if self.kind != "mean" and value_range is not None:
+            raise ValueError("value_range is only used with sensitivity='mean'")
+        if self.kind != "callable" and sensitivity_trend is not None:
+            raise ValueError("sensitivity_trend is only used with a callable sensitivity")
+        self.name = str(name)
+
+    def __repr__(self) -> str:
+        if self.kind == "mean":
+            sens = f"'mean', value_range={self.value_range:g}"
+        elif self.kind == "constant":
+            sens = f"{self.constant:g}"
+        else:
+            sens = f"<callable{', ' + self.sensitivity_trend if self.sensitivity_trend else ''}>"
+        return (f"SampleSizeProgram(N={self.N}, S2={self.S2:g}, epsilon={self.epsilon:g}, "
+                f"delta={self.delta:g}, sensitivity={sens})")
+
+    # ------------------------------------------------------------------ the math (vectorised in n)
+    def _n(self, n) -> np.ndarray:
+        x = np.asarray(n, dtype=float)
+        if not np.all(np.isfinite(x)) or np.any(x < 1) or np.any(x > self.N):
+            raise ValueError(f"n must satisfy 1 <= n <= N = {self.N}")
+        return x
+
+    def sensitivity_at(self, n) -> np.ndarray:
+        """Δ(n) (validated: finite and > 0)."""
+        x = np.asarray(n, dtype=float)
+        if self.kind == "mean":
+            return self.value_range / x
+        if self.kind == "constant":
+            return np.full_like(x, self.constant)
+        out = None
+        try:
+            out = np.asarray(self._fn(x), dtype=float)
+            if out.shape != x.shape:
+                out = None
+        except Exception:  # not vectorised: call it element by element
+            out = None
+        if out is None:
+            try:
+                out = np.array([float(self._fn(float(v))) for v in np.ravel(x)]).reshape(x.shape)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"sensitivity callable failed or returned a non-number: {exc}") from None
+        ok = np.isfinite(out) & (out > 0)
+        if not np.all(ok):
+            j = int(np.flatnonzero(~ok.ravel())[0])
+            raise ValueError(f"sensitivity must be finite and > 0; the callable returned {out.ravel()[j]!r} "
+                             f"at n = {np.ravel(x)[j]:g}")
+        return out
+
+    def epsilon_n(self, n) -> np.ndarray:
+        """Amplified nominal budget ε_n = log1p((N/n)·expm1(ε)) (via the privacy layer)."""
+        x = np.asarray(n, dtype=float)
+        return nominal_epsilon(self.epsilon, x / self.N)
+
+    def delta_n(self, n) -> np.ndarray:
+        """δ_n = N·δ/n (must be ≤ 1 for the release to be meaningful)."""
+        return self.N * self.delta / np.asarray(n, dtype=float)
+
+    def sampling_variance(self, n) -> np.ndarray:
+        """(1 − n/N)·S²/n, written as S²·(N − n)/(n·N) (exactly 0 at n = N)."""
+        x = np.asarray(n, dtype=float)
+        return self.S2 * ((self.N - x) / x) / self.N
+
+    def noise_variance(self, n) -> np.ndarray:
+        """2·(Δ(n)/ε_n)², the Laplace noise variance at the amplified budget."""
+        x = np.asarray(n, dtype=float)
+        return 2.0 * (self.sensitivity_at(x) / self.epsilon_n(x)) ** 2
+
+    def variance(self, n) -> np.ndarray:
+        """V_n = sampling variance + noise variance (vectorised; n may be real in [1, N])."""
+        x = self._n(n)
+        return self.sampling_variance(x) + self.noise_variance(x)
+
+    @property
+    def V_N(self) -> float:
+        """Variance of the full-population release, 2·(Δ(N)/ε)²."""
+        return float(self.variance(float(self.N)))
+
+    def noise_lower_bound(self, a, b) -> np.ndarray:
+        """A lower bound of the noise term on every integer n in [a, b] (vectorised over intervals).
+
+        mean: 2R²/(n ε_n)² decreases in n (n·ε_n increases) → value at b; constant: increases → at a;
+        callable: Δ(n)²·ε_n⁻² with ε_n⁻² increasing → 2Δ(b)²/ε_a² (nonincreasing Δ) or value at a
+        (nondecreasing Δ). Without a declared trend no bound exists (raises).
+        """
+        a = np.asarray(a, dtype=float)
+        b = np.asarray(b, dtype=float)
+        if self.kind == "mean":
+            return self.noise_variance(b)
+        if self.kind == "constant" or self.sensitivity_trend == "nondecreasing":
+            return self.noise_variance(a)
+        if self.sensitivity_trend == "nonincreasing":
+            return 2.0 * (self.sensitivity_at(b) / self.epsilon_n(a)) ** 2
+        raise ValueError("no interval bound for a callable sensitivity without sensitivity_trend")
+
+    @property
+    def bounded(self) -> bool:
+        """True when the exact backend can branch and bound (monotone noise parts known)."""
+        return self.kind != "callable" or self.sensitivity_trend is not None
+
+    def noise_ratio_at(self, n) -> np.ndarray:
+        """Population-to-sample *noise* variance ratio 2(Δ_N/ε)² / (2(Δ(n)/ε_n)²) (eq. 8 for the mean)."""
+        x = self._n(n)
+        return self.noise_variance(float(self.N)) / self.noise_variance(x)
+
+    def no_gain(self, n) -> np.ndarray:
+        """True where the paper's §4.1 bound already rules out a gain at n (sampling var ≥ 2Δ_N²(ε⁻²−ε_n⁻²))."""
+        x = self._n(n)
+        bound = 2.0 * self.sensitivity_at(float(self.N)) ** 2 * (1 / self.epsilon ** 2 - 1 / self.epsilon_n(x) ** 2)
+        return self.sampling_variance(x) >= bound
+
+    def curve(self, n=None, rates=None, points: int = 200) -> dict[str, np.ndarray]:
+        """V_n and its parts over sample sizes (``n``), sampling rates (``rates``) or ``points`` log-spaced rates."""
+        if n is None:
+            if rates is None:
+                rates = np.unique(np.geomspace(1.0 / self.N, 1.0, int(points)))
+            x = np.clip(np.round(_rate_array(rates) * self.N), 1, self.N)
+        else:
+            x = np.asarray(n, dtype=float)
+        x = self._n(x)
+        samp, noise = self.sampling_variance(x), self.noise_variance(x)
+        return {"n": x, "rate": x / self.N, "variance": samp + noise, "sampling": samp, "noise": noise,
+                "epsilon_n": self.epsilon_n(x), "gain": self.V_N / (samp + noise)}
+
+    # ------------------------------------------------------------------ shared by the backends
+    def make_solution(self, n_star: int, *, status=Status.OPTIMAL, backend: str = "", solver: str = "",
+                      certificate: Certificate | None = None, message: str = "",
+                      extra: dict[str, Any] | None = None) -> Solution:
+        """Package an integer sample size as a Solution with V_n*, V_N, gain, ε_n, δ_n, ...
+
+        Raises ValueError when δ_n = N·δ/n* > 1 (the (ε, δ) target cannot be met by that sample).
+        """
+        n_star = int(n_star)
+        if not 1 <= n_star <= self.N:
+            raise ValueError(f"n* = {n_star} outside [1, N]")
+        dn = float(self.delta_n(n_star))
+        if dn > 1.0:
+            raise ValueError(f"delta_n = N*delta/n = {dn:.6g} > 1 at the optimum n* = {n_star} "
+                             f"(N = {self.N}, delta = {self.delta:g}): the sample cannot carry the (epsilon, "
+                             f"delta) target; use delta <= n*/N = {n_star / self.N:.6g} (typically delta << 1/N)")
+        vn = float(self.variance(n_star))
+        vN = self.V_N
+        details = {
+            "n_star": n_star, "rate": n_star / self.N, "V_n": vn, "V_N": vN,
+            "gain": vN / vn if vn > 0 else float("inf"),
+            "helps": bool(n_star < self.N and vn < vN),
+            "epsilon_n": float(self.epsilon_n(n_star)), "delta_n": dn,
+            "sensitivity_n": float(self.sensitivity_at(float(n_star))),
+            "sampling_variance": float(self.sampling_variance(n_star)),
+            "noise_variance": float(self.noise_variance(float(n_star))),
+        }
+        details.update(extra or {})
+        return Solution(status=status, objective=vn, n=np.array([n_star], dtype=np.int64), variance=vn,
+                        certificate=certificate, backend=backend, solver=solver, model="SampleSizeProgram",
+                        message=message, details=details)
+
+    def report(self, solution: Solution) -> str:
+        from ..report import header, table
+        lines = header(self, solution)
+        if solution.n is None:
+            return "\n".join(lines)
+        d = solution.details
+        lines.append("")
+        lines.append(table(["", "n", "rate", "eps_n", "delta_n", "sampling var", "noise var", "V"],
+                           [["sample", d["n_star"], d["rate"], d["epsilon_n"], d["delta_n"],
+                             d["sampling_variance"], d["noise_variance"], d["V_n"]],
+                            ["population", self.N, 1.0, self.epsilon, self.delta, 0.0, d["V_N"], d["V_N"]]],
+                           ["s", "d", ".6g", ".6g", ".3g", ".6g", ".6g", ".6g"]))
+        lines.append("")
+        lines.append(f"gain V_N/V_n*       : {d['gain']:.6g}")
+        lines.append(f"sampling helps      : {'yes' if d['helps'] else 'no (release the population statistic)'}")
+        if solution.certificate is not None:
+            lines.append(f"certificate         : {solution.certificate}")
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------- model files
+from ..modelfile import ModelFileError, register_family, take  # noqa: E402
+
+
+@register_family("sample_size")
+def _load_sample_size(data: dict, base) -> SampleSizeProgram:
+    """``family = "sample_size"``: N, S2, epsilon, [delta], sensitivity ("mean" or a number), [value_range]."""
+    take(data, {"name", "N", "S2", "epsilon", "delta", "sensitivity", "value_range"}, {"N", "S2", "epsilon"})
+    sens = data.get("sensitivity", "mean")
+    if not isinstance(sens, (str, int, float)) or isinstance(sens, bool):
+        raise ModelFileError("sensitivity must be 'mean' or a positive number in a model file")
+    return SampleSizeProgram(N=data["N"], S2=data["S2"], epsilon=data["epsilon"], delta=data.get("delta", 0.0),
+                             sensitivity=sens, value_range=data.get("value_range"), name=data.get("name", ""))
