@@ -1,0 +1,37 @@
+"""Every example runs in --quick mode and writes the PNG figures it announces."""
+
+import runpy
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "examples").glob("*.py"))
+
+
+@pytest.mark.parametrize("script", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_example_quick(script, tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "argv", [str(script), "--out", str(tmp_path), "--quick"])
+    runpy.run_path(str(script), run_name="__main__")
+    pngs = list(tmp_path.glob("*.png"))
+    assert pngs, f"{script.name} wrote no figure"
+    for p in pngs:
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000
+
+
+def test_chen_figure_data_matches_paper_claims():
+    """Fig. 3: DLap ratio is exactly 1 for the mean (DLap noise is linear); TuLap reaches ~4; Laplace peaks near 2.3."""
+    from dpopt.plots import stratified as figs
+    d = figs.variance_ratio_data("mean", eps=[0.01, 1.0, 3.0, 100.0])
+    assert np.allclose(d["dlap"], 1.0, atol=1e-3)
+    assert d["tulap"][-1] == pytest.approx(4.08, abs=0.02)
+    assert 2.2 < d["laplace"][2] < 2.5 and d["laplace"][-1] < 1.1
+    # Fig. 5: at large ε the optimum approaches Neyman. As ε → 0 the Laplace term N²/n·2/L² tends
+    # to 2n/c² + 2N/c + N²/(6n) + O(c), so the design tends to x ∝ N·sqrt(σ² + 1/6) (not plain
+    # proportional, which is the σ² = 0 limit only).
+    p = figs.design_path_data(eps=[1e-4, 1e3])
+    N, s2 = np.array(figs.SECTION52["N"]), np.array(figs.SECTION52["sigma2"])
+    w = N * np.sqrt(s2 + 1 / 6)
+    assert np.abs(p["optimal"][0] - 200 * w / w.sum()).max() < 1
+    assert np.abs(p["optimal"][-1] - p["neyman"]).max() <= 1
