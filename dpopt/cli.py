@@ -20,6 +20,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--time-limit", type=float, default=None, help="seconds (backends that support it)")
     s.add_argument("--json", action="store_true", help="print the Solution as JSON")
     sub.add_parser("backends", help="list the registered backends")
+    pl = sub.add_parser("plot", help="draw a figure (needs the plot extra); 'dpopt plot list' lists them")
+    pl.add_argument("figure", help="figure name, 'all' or 'list'")
+    pl.add_argument("--out", default="figures", help="output directory")
+    pl.add_argument("--quick", action="store_true", help="coarse grids")
     return p
 
 
@@ -32,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "solve":
             return _solve(args)
+        if args.command == "plot":
+            return _plot(args)
     except (modelfile.ModelFileError, ValueError, TypeError) as exc:
         print(f"dpopt: error: {exc}", file=sys.stderr)
         return 2
@@ -52,6 +58,26 @@ def _solve(args) -> int:
     else:
         print(model.report(sol))
     return 0 if sol.ok else 1
+
+
+def _plot(args) -> int:
+    from pathlib import Path
+
+    from .plots import figures
+
+    table = figures()
+    if args.figure == "list":
+        print("\n".join(sorted(table)))
+        return 0
+    names = sorted(table) if args.figure == "all" else [args.figure]
+    unknown = [n for n in names if n not in table]
+    if unknown:
+        raise ValueError(f"unknown figure {unknown[0]!r}; available: {', '.join(sorted(table))}")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        print(f"{name}: wrote {table[name](out, quick=args.quick)}")
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -35,3 +35,13 @@ def test_chen_figure_data_matches_paper_claims():
     w = N * np.sqrt(s2 + 1 / 6)
     assert np.abs(p["optimal"][0] - 200 * w / w.sum()).max() < 1
     assert np.abs(p["optimal"][-1] - p["neyman"]).max() <= 1
+
+
+def test_cli_plot(tmp_path, capsys):
+    from dpopt.cli import main
+    assert main(["plot", "list"]) == 0
+    names = capsys.readouterr().out.split()
+    assert "chen-fig3" in names
+    assert main(["plot", "chen-fig5", "--out", str(tmp_path), "--quick"]) == 0
+    assert (tmp_path / "chen_fig5_design_path.png").stat().st_size > 5000
+    assert main(["plot", "no-such-figure", "--out", str(tmp_path)]) == 2

@@ -1,1 +1,13 @@
 """Figures (matplotlib is an optional extra: ``pip install "dpopt[plot]"``); one module per model family."""
+
+
+def figures() -> dict:
+    """Every figure a ``dpopt.plots`` module offers in its ``FIGURES`` table (used by ``dpopt plot``)."""
+    import pkgutil
+    from importlib import import_module
+
+    out = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        mod = import_module(f"{__name__}.{info.name}")
+        out.update(getattr(mod, "FIGURES", {}))
+    return out

@@ -121,3 +121,12 @@ def figure_misspecification(out_dir, quick=False) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+#: figures offered by ``dpopt plot NAME``: name -> function(out_dir, quick) -> Path
+FIGURES = {
+    "chen-fig3": lambda out, quick=False: figure_variance_ratio(out, "mean", quick),
+    "chen-fig4": lambda out, quick=False: figure_variance_ratio(out, "a-optimal", quick),
+    "chen-fig5": figure_design_path,
+    "chen-fig6": figure_misspecification,
+}
