@@ -74,6 +74,8 @@ def test_exact_equals_brute_force(seed):
         best = min(values)
         assert f(sol.n) == pytest.approx(best, rel=1e-9), (spec, sol.n, designs[int(np.argmin(values))])
         assert sol.objective == pytest.approx(f(sol.n), rel=1e-11)
+        # the Lagrangian dual bound is a valid lower bound on the integer optimum
+        assert sol.lower_bound <= best * (1 + 1e-10) + 1e-300
         # the certificate fails on every strictly worse design (one-unit moves away from the optimum)
         for i, j in itertools.permutations(range(model.k), 2):
             m = sol.n.copy()

@@ -53,7 +53,7 @@ def _x_of_mu(model: StratifiedDesign, mu: float, x0: np.ndarray, lo: np.ndarray,
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             xn = xa - g / h
         aa, bb = a[act], b[act]
-        bad = ~np.isfinite(xn) | (xn <= aa) | (xn >= bb)
+        bad = ~np.isfinite(xn) | (xn < aa) | (xn > bb)
         xn = np.where(bad, np.sqrt(aa * bb), xn)
         done = (np.abs(xn - xa) <= tol * xa) | (g == 0)
         xi[act] = xn
@@ -64,19 +64,47 @@ def _x_of_mu(model: StratifiedDesign, mu: float, x0: np.ndarray, lo: np.ndarray,
     return x, free
 
 
-def relax_stratified(model: StratifiedDesign, tol: float = 1e-12, max_iter: int = 400) -> Solution:
-    """Continuous optimum x* of the relaxation by KKT: Σ x_i(μ) = η solved on the multiplier μ.
+def _joint_newton(model: StratifiedDesign, x: np.ndarray, lo, hi, tol: float, max_iter: int = 40):
+    """Newton on the whole KKT system (x and μ together), one derivative evaluation per step.
+
+    Each step linearises f_i' around x and picks the μ for which the clipped linearised
+    minimisers sum to η (a piecewise-linear, increasing equation in μ, solved exactly by Newton on
+    its pieces). Fast when it converges; returns None otherwise so the caller falls back to the
+    bracketed method.
+    """
+    eta = float(model.total)
+    for it in range(1, max_iter + 1):
+        d1, h = model.terms_derivatives(x)
+        if not np.all(np.isfinite(d1)) or not np.all(h > 0):
+            return None
+        inv_h = 1.0 / h
+        base = x - d1 * inv_h            # linearised minimiser is base + μ/h
+        mu = float(np.median(d1))
+        for _ in range(100):             # exact solve of Σ clip(base + μ/h) = η
+            t = np.clip(base + mu * inv_h, lo, hi)
+            free = (t > lo) & (t < hi)
+            S = t.sum() - eta
+            slope = inv_h[free].sum()
+            if abs(S) <= 1e-15 * eta or slope == 0:
+                break
+            mu -= S / slope
+        xn = t
+        step = np.max(np.abs(xn - x) / x)
+        x = xn
+        if step <= tol:
+            return x, mu, it
+    return None
+
+
+def _kkt(model: StratifiedDesign, tol: float, max_iter: int = 400):
+    """Solve Σ x_i(μ) = η on the multiplier μ; return (x, μ, x(μ), iterations).
 
     The bracket [μ_a, μ_b] with Σx(μ_a) < η ≤ Σx(μ_b) shrinks by safeguarded Newton steps. If it
     collapses before the sum is met (a stratum whose f_i is linear, e.g. DLap with σ² = 0, makes
     Σx(μ) jump), the two bracket points are blended: every coordinate that differs between them has
-    f_i' equal to μ to rounding, so the blend is the KKT point.
+    f_i' equal to μ to rounding, so the blend is the KKT point. ``x(μ)`` (the per-stratum minimisers
+    of f_i(x) − μx at the last μ) gives the Lagrangian dual bound.
     """
-    t0 = time.perf_counter()
-    if not model.is_plain:
-        return Solution(Status.UNSUPPORTED, backend="exact",
-                        message="the exact backend solves the sum-and-bounds problem only; "
-                                "use pyomo, cvxpy or enumerate for custom constraints or min-cost")
     lo = model.lower.astype(float)
     hi = model.upper.astype(float)
     eta = float(model.total)
@@ -85,24 +113,33 @@ def relax_stratified(model: StratifiedDesign, tol: float = 1e-12, max_iter: int 
     mu_a, mu_b = float(np.min(d_lo)), float(np.max(d_hi))   # Σx(mu_a) = Σlo, Σx(mu_b) = Σhi
     x_a, x_b = lo.copy(), hi.copy()
     S_a, S_b = lo.sum() - eta, hi.sum() - eta
+    if S_a == 0 or S_b == 0:
+        x = x_a if S_a == 0 else x_b
+        return x, (mu_a if S_a == 0 else mu_b), x, 0
     # start: Neyman-like allocation with the noise variance taken at proportional rates
     x = lo + (hi - lo) * (eta - lo.sum()) / max(hi.sum() - lo.sum(), 1.0)
     w = model.alpha * np.sqrt(model.sigma2 + model.noise_variance_at(x))
     if np.all(np.isfinite(w)) and np.any(w > 0):
         x = np.clip(w * (eta / w.sum()), lo, hi)
+    fast = _joint_newton(model, x, lo, hi, tol=max(tol, 1e-12))
+    if fast is not None:
+        x, mu, it = fast
+        if abs(x.sum() - eta) <= max(tol, 1e-12) * eta:
+            # x(μ): minimisers of f_i − μx at this μ for the dual bound (its error is second order)
+            x_mu, _ = _x_of_mu(model, mu, x, lo, hi, d_lo, d_hi, tol=1e-10, max_iter=8)
+            return x, mu, x_mu, it
     mu = float(np.clip(np.median(model.terms_derivative(x, 1)), mu_a, mu_b))
-    it, converged = 0, S_a == 0 or S_b == 0
-    inner_res = 1.0
-    if converged:
-        x = x_a if S_a == 0 else x_b
-    while not converged and it < max_iter:
+    it, converged, inner_res = 0, False, 1.0
+    x_mu, mu_last = x, mu
+    while it < max_iter:
         it += 1
         # inexact Newton: the inner solves need full precision only as the sum converges
-        inner_tol = min(max(1e-3 * inner_res, 1e-14), 1e-6)
+        inner_tol = min(max(1e-3 * inner_res, 1e-13), 1e-6)
         x, free = _x_of_mu(model, mu, x, lo, hi, d_lo, d_hi, tol=inner_tol)
+        x_mu, mu_last = x, mu
         S = x.sum() - eta
         inner_res = abs(S) / eta
-        if abs(S) <= tol * eta and inner_tol <= 1e-3 * tol:
+        if abs(S) <= tol * eta and inner_tol <= max(1e-3 * tol, 1e-13):
             converged = True
             break
         if S < 0:
@@ -120,6 +157,23 @@ def relax_stratified(model: StratifiedDesign, tol: float = 1e-12, max_iter: int 
     if not converged:
         theta = -S_a / (S_b - S_a)
         x = np.clip(x_a + theta * (x_b - x_a), lo, hi)
+    return x, mu_last, x_mu, it
+
+
+def dual_bound(model: StratifiedDesign, mu: float, x_mu: np.ndarray) -> float:
+    """Lagrangian lower bound q(μ) = Σ_i min_{lo≤x≤hi} (f_i(x) − μx) + μη ≤ optimum (weak duality)."""
+    return float(np.sum(model.terms(x_mu) - mu * x_mu) + mu * model.total - model._fpc_const)
+
+
+def relax_stratified(model: StratifiedDesign, tol: float = 1e-12, max_iter: int = 400) -> Solution:
+    """Continuous optimum x* of the relaxation by KKT bisection/Newton on the multiplier."""
+    t0 = time.perf_counter()
+    if not model.is_plain:
+        return _unsupported()
+    lo = model.lower.astype(float)
+    hi = model.upper.astype(float)
+    eta = float(model.total)
+    x, mu, x_mu, it = _kkt(model, tol, max_iter)
     grad = model.terms_derivative(x, 1)
     inner = (x > lo) & (x < hi)
     scale = max(float(np.max(np.abs(grad))), np.finfo(float).tiny)
@@ -132,12 +186,18 @@ def relax_stratified(model: StratifiedDesign, tol: float = 1e-12, max_iter: int 
     ok = kkt < 1e-7 and abs(x.sum() - eta) <= 1e-9 * eta
     sol = model.make_solution(x=x, status=Status.OPTIMAL if ok else Status.FEASIBLE,
                               message=f"KKT solve in {it} multiplier iterations")
-    sol.certificate = Certificate("kkt", ok, slack=kkt, tolerance=1e-7,
+    sol.certificate = Certificate("kkt", ok, slack=kkt, tolerance=1e-7, lower_bound=dual_bound(model, mu, x_mu),
                                   message="relative KKT residual (stationarity and bound signs)")
     # the multiplier λ of Σx = η in the convention f'(x) + λ = 0
     sol.details.update(multiplier=-mu_hat, iterations=it)
     sol.wall_time = time.perf_counter() - t0
     return sol
+
+
+def _unsupported() -> Solution:
+    return Solution(Status.UNSUPPORTED, backend="exact",
+                    message="the exact backend solves the sum-and-bounds problem only; "
+                            "use pyomo, cvxpy or enumerate for custom constraints or min-cost")
 
 
 # ---------------------------------------------------------------------------------- integer
@@ -179,6 +239,9 @@ def _exchange(model: StratifiedDesign, n: np.ndarray, rtol: float, max_rounds: i
             break
         left = model.increments(n[rem] - 1, rem)     # saving when one unit leaves stratum i
         right = model.increments(n[add], add)        # cost when one unit joins stratum j
+        top, bottom = left.max(), right.min()
+        if top - bottom <= rtol * max(abs(top), abs(bottom)):
+            break                                     # no improving exchange: certificate holds
         lo_ord = np.argsort(-left, kind="stable")
         ro_ord = np.argsort(right, kind="stable")
         m = min(lo_ord.size, ro_ord.size)
@@ -206,27 +269,28 @@ def _exchange(model: StratifiedDesign, n: np.ndarray, rtol: float, max_rounds: i
 
 
 def solve_stratified(model: StratifiedDesign, rtol: float = 1e-10) -> Solution:
-    """Certified integer optimum of the sum-and-bounds stratified design."""
+    """Certified integer optimum of the sum-and-bounds stratified design.
+
+    The continuous multiplier is only a start here (a loose solve suffices: the exchange phase and
+    the certificate make the answer exact), and it yields the Lagrangian lower bound reported as
+    ``details["lower_bound"]``.
+    """
     t0 = time.perf_counter()
     if not model.is_plain:
-        return Solution(Status.UNSUPPORTED, backend="exact",
-                        message="the exact backend solves the sum-and-bounds problem only; "
-                                "use pyomo, cvxpy or enumerate for custom constraints or min-cost")
-    relax = relax_stratified(model)
-    if relax.x is None:
-        return relax
-    n = np.clip(np.floor(relax.x), model.lower, model.upper).astype(np.int64)
+        return _unsupported()
+    x, mu, x_mu, it = _kkt(model, tol=1e-8)
+    n = np.clip(np.floor(x), model.lower, model.upper).astype(np.int64)
     n, fill_rounds = _fill(model, n)
     n, ex_rounds, moves = _exchange(model, n, rtol)
     cert = model.certificate(n, rtol=max(rtol, 1e-10) * 10)
+    lb = dual_bound(model, mu, x_mu)
+    cert.lower_bound = lb
     sol = model.make_solution(n=n, status=Status.OPTIMAL if cert.optimal else Status.FEASIBLE,
                               certificate=cert,
                               message="marginal allocation with Lagrangian start; exchange certificate "
                                       + ("holds" if cert.optimal else "FAILS"))
-    lb = relax.objective
-    sol.details.update(relaxation_objective=lb, relaxation_x=relax.x,
-                       integrality_gap=(sol.objective - lb) / abs(sol.objective) if sol.objective else 0.0,
-                       multiplier=relax.details.get("multiplier"), fill_rounds=fill_rounds,
+    sol.details.update(lower_bound=lb, integrality_gap=(sol.objective - lb) / abs(sol.objective) if sol.objective else 0.0,
+                       multiplier=-mu, kkt_iterations=it, fill_rounds=fill_rounds,
                        exchange_rounds=ex_rounds, exchange_moves=moves)
     sol.wall_time = time.perf_counter() - t0
     return sol
