@@ -7,6 +7,7 @@ A backend that has no entry for a model class is reported as ``unsupported`` on 
 
 from __future__ import annotations
 
+import inspect
 import time
 from importlib import import_module
 from typing import Any, Callable
@@ -69,8 +70,17 @@ def dispatch(model, backend: str, task: str, options: dict[str, Any]) -> Solutio
     if fn is None:
         return Solution(status=Status.UNSUPPORTED, backend=backend, model=name,
                         message=f"backend {backend!r} cannot {task} a {name}")
+    try:
+        inspect.signature(fn).bind(model, **options)
+    except TypeError as exc:
+        raise TypeError(f"backend {backend!r} ({task}): {exc}") from None
     t0 = time.perf_counter()
-    sol = fn(model, **options)
+    try:
+        sol = fn(model, **options)
+    except (KeyboardInterrupt, MemoryError):
+        raise
+    except Exception as exc:  # a fault inside a solver becomes a status, never a crash
+        sol = Solution(status=Status.ERROR, message=f"{type(exc).__name__}: {exc}")
     sol.wall_time = sol.wall_time or (time.perf_counter() - t0)
     sol.backend = sol.backend or backend
     sol.model = sol.model or name

@@ -131,3 +131,23 @@ def test_cli_solve_json_matches_api(tmp_path, capsys):
     assert main(["solve", str(path)]) == 0
     text = capsys.readouterr().out
     assert "ratio Neyman/this" in text and "certificate" in text and "eps_i" in text
+
+
+def test_unknown_option_is_a_clear_type_error_and_faults_become_status():
+    model = make()
+    with pytest.raises(TypeError, match="bogus"):
+        model.solve(bogus=1)
+    assert model.solve(time_limit=5).status == dpopt.Status.OPTIMAL
+    from dpopt import registry
+
+    class Broken(dpopt.StratifiedDesign):
+        pass
+
+    @registry.register("exact", Broken, "relax")
+    def _explode(model):
+        raise FloatingPointError("simulated solver fault")
+
+    b = Broken(**BASE)
+    sol = b.relax()
+    assert sol.status == dpopt.Status.ERROR and "simulated solver fault" in sol.message
+    assert b.solve().status == dpopt.Status.OPTIMAL   # the solve handler of the parent class still applies

@@ -165,8 +165,12 @@ def dual_bound(model: StratifiedDesign, mu: float, x_mu: np.ndarray) -> float:
     return float(np.sum(model.terms(x_mu) - mu * x_mu) + mu * model.total - model._fpc_const)
 
 
-def relax_stratified(model: StratifiedDesign, tol: float = 1e-12, max_iter: int = 400) -> Solution:
-    """Continuous optimum x* of the relaxation by KKT bisection/Newton on the multiplier."""
+def relax_stratified(model: StratifiedDesign, tol: float = 1e-12, max_iter: int = 400,
+                     time_limit: float | None = None) -> Solution:
+    """Continuous optimum x* of the relaxation by KKT bisection/Newton on the multiplier.
+
+    ``time_limit`` is accepted for interface uniformity; the method is polynomial and fast.
+    """
     t0 = time.perf_counter()
     if not model.is_plain:
         return _unsupported()
@@ -268,7 +272,7 @@ def _exchange(model: StratifiedDesign, n: np.ndarray, rtol: float, max_rounds: i
     return n, rounds, moves
 
 
-def solve_stratified(model: StratifiedDesign, rtol: float = 1e-10) -> Solution:
+def solve_stratified(model: StratifiedDesign, rtol: float = 1e-10, time_limit: float | None = None) -> Solution:
     """Certified integer optimum of the sum-and-bounds stratified design.
 
     The continuous multiplier is only a start here (a loose solve suffices: the exchange phase and
