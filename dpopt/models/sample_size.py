@@ -329,8 +329,9 @@ class SampleSizeProgram(Model):
         """V_n and its parts over sample sizes (``n``), sampling rates (``rates``) or ``points`` log-spaced rates."""
         if n is None:
             if rates is None:
-                rates = np.unique(np.geomspace(1.0 / self.N, 1.0, int(points)))
-            x = np.clip(np.round(_rate_array(rates) * self.N), 1, self.N)
+                x = np.unique(np.clip(np.round(np.geomspace(1.0, self.N, int(points))), 1, self.N))
+            else:
+                x = np.clip(np.round(_rate_array(rates) * self.N), 1, self.N)
         else:
             x = np.asarray(n, dtype=float)
         x = self._n(x)

@@ -1,0 +1,1 @@
+"""Monte Carlo simulations of released statistics (one module per model family)."""
