@@ -109,7 +109,8 @@ def linear_optimal_weights(slopes, epsilon, *, polish: bool = True) -> np.ndarra
             if np.all(done):
                 break
     w = s / c
-    return np.maximum(w, 1.0)
+    # c = eps* exactly: the root is w = 1 (the target is met with q = 1, "sampling for free")
+    return np.where(c >= eps, 1.0, np.maximum(w, 1.0))
 
 
 def _eval_profile(profile: Callable, w: np.ndarray, points, idx=None) -> np.ndarray:
