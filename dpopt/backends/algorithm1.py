@@ -1,0 +1,189 @@
+"""``algorithm1`` backend: Chen, Pasupathy & Awan's Algorithm 1, as corrected in SPEC §2.
+
+Steps (plain sum-and-bounds StratifiedDesign only):
+
+(a) x* = continuous optimum (the exact KKT solve); ``n_init`` = best design among the roundings
+    ``{⌊x_i*⌋, ⌈x_i*⌉}`` of all coordinates but one (the widest), the last one implied by the sum; the
+    infeasible ones are skipped, and if none is feasible a largest-remainder rounding of x* within the
+    bounds is used instead.
+(b) radius ``r = sqrt(2 (g(n_init) − g(x*)) / λ)``. **Correction**: λ must lower-bound the Hessian
+    on the whole search region, not only at x* (the paper's choice): the diagonal f_i'' is decreasing in
+    x_i, so λ(r) = min_i f_i''(min(x_i* + r, hi_i)), and r ← r(λ(r)) is iterated until it stops growing
+    (a fixed point r ≥ r(λ(r)) is valid: along any ray from x* the objective rises by at least λ r²/2
+    within the radius and keeps rising beyond it). Active bounds: x* is optimal over the box and the
+    sum, so ∇g(x*)·(n − x*) ≥ 0 for every feasible n and the quadratic bound still holds.
+(c) exhaustive search of the integer cube ``max(x_i* − r, lo_i) ≤ n_i ≤ min(x_i* + r, hi_i)`` with the
+    implied coordinate checked against its bounds, vectorised with numpy.
+
+The number of candidates (the roundings of (a) plus the cube of (c)) is limited by ``max_candidates``;
+above it the backend refuses with status ``unsupported`` and says by how much (n_init, its gap, λ and r
+are still reported in ``details``). ``lambda_rule="paper"`` reproduces the paper's uncorrected radius for
+demonstration: its answer is then *not* proven optimal (status ``feasible``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from ..models.stratified import StratifiedDesign, largest_remainder
+from ..registry import register
+from ..result import Solution, Status
+from .enumerate import _check_limit, _check_time, _term, box_count, scan_box
+
+_DESCRIPTION = "Chen-Pasupathy-Awan Algorithm 1 with the corrected radius (exponential in k)"
+DEFAULT_MAX_CANDIDATES = 50_000_000
+
+
+def _hess_min(model: StratifiedDesign, xs: np.ndarray, r: float) -> float:
+    """min_i f_i'' over [max(x_i*−r, lo_i), min(x_i*+r, hi_i)], using that f_i'' is decreasing."""
+    lo, hi = model.lower.astype(float), model.upper.astype(float)
+    right = np.minimum(xs + r, hi)
+    left = np.maximum(xs - r, lo)
+    # the right end is the minimiser by monotonicity; the left end is a cheap guard
+    h = np.minimum(model.terms_derivative(right, 2), model.terms_derivative(left, 2))
+    return float(np.min(h))
+
+
+def _radius(dg: float, lam: float) -> float:
+    if dg <= 0:
+        return 0.0
+    if not lam > 0:
+        return math.inf
+    return math.sqrt(2.0 * dg / lam)
+
+
+def corrected_radius(model: StratifiedDesign, xs: np.ndarray, dg: float, max_iter: int = 200):
+    """(r, λ, iterations): the fixed point of r ← sqrt(2 dg / λ(r)) started from λ at x*."""
+    lam = _hess_min(model, xs, 0.0)
+    r = _radius(dg, lam)
+    for it in range(1, max_iter + 1):
+        lam_new = _hess_min(model, xs, r)
+        r_new = _radius(dg, lam_new)
+        if r_new <= r * (1 + 1e-12):
+            return r, lam_new, it
+        r, lam = r_new, lam_new
+    # no fixed point reached: the λ over the whole box is valid everywhere
+    span = float(np.max(model.upper - model.lower))
+    lam = _hess_min(model, xs, span)
+    return _radius(dg, lam), lam, max_iter
+
+
+def _rounding_candidates(model: StratifiedDesign, xs: np.ndarray):
+    """The box of floor/ceil roundings with one implied coordinate (widest box range)."""
+    lo, hi = model.lower.astype(np.int64), model.upper.astype(np.int64)
+    j = int(np.argmax(hi - lo))
+    free = np.array([i for i in range(model.k) if i != j], dtype=np.int64)
+    flo = np.clip(np.floor(xs[free]).astype(np.int64), lo[free], hi[free])
+    fhi = np.clip(np.ceil(xs[free]).astype(np.int64), lo[free], hi[free])
+    return free, flo, fhi, j
+
+
+def _scan(model: StratifiedDesign, free, flo, fhi, j, deadline=None):
+    lo, hi = model.lower.astype(np.int64), model.upper.astype(np.int64)
+    jlo = max(int(lo[j]), model.total - int(fhi.sum()))
+    jhi = min(int(hi[j]), model.total - int(flo.sum()))
+    if jhi < jlo:
+        return None
+    tables = [_term(model, int(i), np.arange(a, b + 1)) for i, a, b in zip(free, flo, fhi)]
+    tj = _term(model, j, np.arange(jlo, jhi + 1))
+    return scan_box(model.k, free, flo, fhi, tables, implied=(j, model.total, jlo, jhi, tj), deadline=deadline)
+
+
+def solve_stratified(model: StratifiedDesign, max_candidates: int = DEFAULT_MAX_CANDIDATES,
+                     time_limit: float | None = None, lambda_rule: str = "corrected") -> Solution:
+    """Algorithm 1 (corrected). Options: max_candidates, time_limit (s), lambda_rule ("corrected"|"paper")."""
+    t0 = time.perf_counter()
+    limit = _check_limit(max_candidates)
+    time_limit = _check_time(time_limit)
+    if lambda_rule not in ("corrected", "paper"):
+        raise ValueError(f"lambda_rule must be 'corrected' or 'paper', got {lambda_rule!r}")
+    if not model.is_plain:
+        return Solution(Status.UNSUPPORTED, backend="algorithm1",
+                        message="Algorithm 1 covers the sum-and-bounds problem only (its ball is centred at the "
+                                "relaxation of that problem); use enumerate, pyomo or cvxpy for custom constraints")
+    deadline = None if time_limit is None else t0 + time_limit
+    relax = model.relax(backend="exact")
+    if relax.x is None:
+        return Solution(Status.ERROR, backend="algorithm1", message=f"relaxation failed: {relax.message}")
+    xs = relax.x
+    g_star = float(np.sum(model.terms(xs)))
+    details = {"x_star": xs, "relaxation_objective": relax.objective}
+
+    # (a) n_init among the roundings
+    free, flo, fhi, j = _rounding_candidates(model, xs)
+    n_round = box_count(flo, fhi) if free.size else 1
+    if n_round > limit:
+        details.update(candidates=n_round, max_candidates=limit)
+        return Solution(Status.UNSUPPORTED, backend="algorithm1", details=details,
+                        wall_time=time.perf_counter() - t0,
+                        message=f"Algorithm 1 refused: {n_round} rounding candidates for n_init > max_candidates="
+                                f"{limit} (pass max_candidates=... to raise the limit)")
+    res = _scan(model, free, flo, fhi, j) if free.size else None
+    fallback = res is None or res.n is None
+    if fallback:
+        n_init = largest_remainder(xs, model.total, model.lower, model.upper)
+    else:
+        n_init = res.n
+    g_init = float(np.sum(model.terms(n_init)))
+    # a small relative margin covers rounding in g and the tolerance of x*
+    dg = max(0.0, g_init - g_star) + 1e-12 * (abs(g_init) + abs(g_star))
+    gap = (g_init - g_star) / abs(g_star) if g_star else 0.0
+    details.update(n_init=n_init, n_init_gap=gap, n_init_fallback=fallback, rounding_candidates=n_round)
+
+    # (b) radius
+    if lambda_rule == "paper":
+        lam = _hess_min(model, xs, 0.0)
+        r, it = _radius(dg, lam), 0
+    else:
+        r, lam, it = corrected_radius(model, xs, dg)
+    lam_paper = _hess_min(model, xs, 0.0)
+    details.update(lam=lam, r=r, radius_iterations=it, lam_paper=lam_paper, r_paper=_radius(dg, lam_paper),
+                   lambda_rule=lambda_rule)
+
+    # (c) the cube
+    lo, hi = model.lower.astype(np.int64), model.upper.astype(np.int64)
+    if not math.isfinite(r):
+        clo, chi = lo.copy(), hi.copy()
+    else:
+        clo = np.maximum(np.ceil(xs - r - 1e-9 * np.maximum(1, xs)), lo).astype(np.int64)
+        chi = np.minimum(np.floor(xs + r + 1e-9 * np.maximum(1, xs)), hi).astype(np.int64)
+    # the implied coordinate: the widest cube range
+    jj = int(np.argmax(chi - clo))
+    free2 = np.array([i for i in range(model.k) if i != jj], dtype=np.int64)
+    count = box_count(clo[free2], chi[free2]) if free2.size else 1
+    details.update(candidates=count + n_round, cube_candidates=count, cube_lower=clo, cube_upper=chi)
+    if count > limit:
+        details["max_candidates"] = limit
+        return Solution(Status.UNSUPPORTED, backend="algorithm1", details=details,
+                        wall_time=time.perf_counter() - t0,
+                        message=f"Algorithm 1 refused: the search cube (r = {r:.4g}) holds {count} candidates > "
+                                f"max_candidates={limit}; n_init (gap {gap:.3e}) is in details; pass "
+                                f"max_candidates=... to raise the limit")
+    n_best = n_init
+    timed_out = False
+    if free2.size:
+        # implied coordinate: its full bound range; the cube only restricts the free ones
+        res2 = _scan(model, free2, clo[free2], chi[free2], jj, deadline=deadline)
+        if res2 is not None and res2.n is not None:
+            timed_out = res2.timed_out
+            if float(np.sum(model.terms(res2.n))) < g_init:
+                n_best = res2.n
+    if timed_out:
+        status, msg = Status.TIME_LIMIT, "time limit during the exhaustive search; best design so far"
+    elif lambda_rule == "paper":
+        status, msg = Status.FEASIBLE, ("paper's λ (Hessian at x*) is not a valid bound on the search region; "
+                                        "optimality not proven")
+    else:
+        status, msg = Status.OPTIMAL, (f"exhaustive search of {count} candidates in the corrected radius "
+                                       f"r = {r:.4g} (λ = {lam:.4g})")
+    cert = model.certificate(n_best)
+    sol = model.make_solution(n=n_best, status=status, certificate=cert, message=msg)
+    sol.details.update(details)
+    sol.wall_time = time.perf_counter() - t0
+    return sol
+
+
+register("algorithm1", StratifiedDesign, "solve", _DESCRIPTION)(solve_stratified)

@@ -1,0 +1,354 @@
+"""``pyomo`` backend for StratifiedDesign and MinCostDesign (SPEC §5).
+
+:func:`build_pyomo_model` returns a Pyomo ``ConcreteModel`` that analysts may extend (``m.n[i]`` are the
+sample sizes, ``m.extra`` is an empty ``ConstraintList`` for their own constraints) before solving it
+themselves or through :func:`solve_pyomo_model`.
+
+Formulations
+------------
+``"minlp"``: the objective Σ f_i(n_i) written in closed form (Laplace: ``2Δ²/log(1 + cN/n)²``; DLap with
+Δ = 1 and TuLap: ``a/n + b·n + const``, exact; DLap with Δ > 1: ``2p/(1−p)²`` with ``p = (n/(n+cN))^{1/Δ}``),
+solved by SCIP through PySCIPOpt (Pyomo's ``scip_direct``). The objective is divided by a positive
+constant ``m.objective_scale`` (reported) to keep SCIP's tolerances meaningful; ``m.g`` is the unscaled
+expression. Integer or continuous (``integer=False``: the relaxation, solved by SCIP's spatial branch and
+bound, or IPOPT when it is installed and asked for).
+
+``"milp"``: the incremental form ``n_i = lo_i + Σ_m δ_im``, cost ``Σ d_i(m) δ_im`` with the model's exact
+unit increments ``model.increments`` (plus Σ f_i(lo_i)); δ binary. With non-decreasing increments the
+chosen units form a prefix (ordering constraints are added automatically if the increments are not
+monotone, e.g. a user mechanism), so the MILP optimum is the integer optimum. Solved by HiGHS
+(``appsi_highs``). Its LP relaxation (``integer=False``) is the piecewise-linear interpolation, *not* the
+continuous relaxation of the model. For the sum problem the ranges are first tightened with the sum
+(``n_i ≤ η − Σ_{j≠i} lo_j``); the number of δ variables is limited by ``max_milp_vars``.
+
+Solve options: ``solver`` ("scip" | "highs" | "ipopt"), ``time_limit`` (s), ``mip_gap`` (relative;
+default 0 = proven optimum), ``formulation`` (default: "minlp" for SCIP/IPOPT, "milp" for HiGHS),
+``tee``. Solver statuses map onto ``Solution.status``; a missing solver gives ``unsupported``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from ..models.min_cost import MinCostDesign
+from ..models.stratified import StratifiedDesign
+from ..registry import register
+from ..result import Certificate, Solution, Status
+
+_DESCRIPTION = "Pyomo models: SCIP MINLP/NLP (scip_direct), HiGHS incremental MILP (appsi_highs), IPOPT if installed"
+SOLVERS = ("scip", "highs", "ipopt")
+FORMULATIONS = ("minlp", "milp")
+DEFAULT_MAX_MILP_VARS = 2_000_000
+
+
+class PyomoUnsupported(ValueError):
+    """The model cannot be written in the requested formulation."""
+
+
+# ---------------------------------------------------------------------------------- building
+def _design(model) -> StratifiedDesign:
+    return model.design if isinstance(model, MinCostDesign) else model
+
+
+def _term_expr(d: StratifiedDesign, i: int, v):
+    """Pyomo expression of f_i(v) (v a Pyomo variable or expression)."""
+    import pyomo.environ as pe
+
+    a2, s2 = float(d.alpha2[i]), float(d.sigma2[i])
+    mech = d.mechanism
+    lK = float(d.log_c + d.log_N[i])   # log(cN)
+    delta = float(d.sensitivity)
+    if mech.name == "laplace":
+        if lK < 600:
+            L = pe.log(1 + math.exp(lK) / v)
+        else:   # cN overflows: log(cN/v) + log(1 + v/(cN)), the second term negligible but kept exact
+            L = lK - pe.log(v) + pe.log(1 + v * math.exp(-lK))
+        return a2 * (s2 + 2 * delta ** 2 / L ** 2) / v
+    if mech.name in ("dlap", "tulap") and delta == 1:
+        extra = 1.0 / 12 if mech.name == "tulap" else 0.0
+        inv_c = math.exp(-float(d.log_c))
+        Ni = float(d.N[i])
+        # γ² = 2q(c+q)/c², q = v/N:  f = a2 (s2 + extra)/v + 2 a2/(cN) + 2 a2 v/(cN)²
+        return a2 * (s2 + extra) / v + 2 * a2 * inv_c / Ni + 2 * a2 * (inv_c / Ni) ** 2 * v
+    if mech.name == "dlap":
+        if lK < 600:
+            p = (v / (v + math.exp(lK))) ** (1.0 / delta)
+        else:
+            p = pe.exp((pe.log(v) - lK - pe.log(1 + v * math.exp(-lK))) / delta)
+        return a2 * (s2 + 2 * p / (1 - p) ** 2) / v
+    raise PyomoUnsupported(f"mechanism {mech.name!r} (sensitivity {delta:g}) has no closed form for the MINLP; "
+                           "use formulation='milp' (solver='highs')")
+
+
+def _ranges(model) -> tuple[np.ndarray, np.ndarray]:
+    lo, hi = model.lower.astype(np.int64).copy(), model.upper.astype(np.int64).copy()
+    if isinstance(model, StratifiedDesign):
+        slo, shi = int(lo.sum()), int(hi.sum())
+        lo2 = np.maximum(lo, model.total - (shi - hi))
+        hi2 = np.minimum(hi, model.total - (slo - lo))
+        return lo2, hi2
+    return lo, hi
+
+
+def _scale_guess(model) -> float:
+    d = _design(model)
+    lo, hi = _ranges(model)
+    x = np.clip((lo + hi) / 2.0, 1, None)
+    if isinstance(model, StratifiedDesign):
+        x = np.clip(model.N * model.total / model.N.sum(), lo, hi)
+    val = float(np.sum(d.terms(x)))
+    return val if np.isfinite(val) and val > 0 else 1.0
+
+
+def build_pyomo_model(model, integer: bool = True, formulation: str = "minlp",
+                      max_milp_vars: int = DEFAULT_MAX_MILP_VARS):
+    """A Pyomo ``ConcreteModel`` of a StratifiedDesign or MinCostDesign.
+
+    Components: ``m.S`` (strata), ``m.n[i]`` (sample sizes), ``m.total`` (Σ n = η; sum problem),
+    ``m.linear`` (the model's linear constraints), ``m.extra`` (empty ``ConstraintList`` for analysts),
+    ``m.obj``; MINLP: ``m.g`` (unscaled Σ f_i, an Expression), ``m.objective_scale``; MILP: ``m.delta``,
+    ``m.link``; min-cost: ``m.variance`` (the bound g(n) ≤ V0, scaled by V0).
+    Raises ``ValueError`` for options it does not know and :class:`PyomoUnsupported` when a mechanism
+    has no closed form; an ``ImportError`` if Pyomo is missing.
+    """
+    import pyomo.environ as pe
+
+    if formulation not in FORMULATIONS:
+        raise ValueError(f"formulation must be one of {FORMULATIONS}, got {formulation!r}")
+    if not isinstance(model, (StratifiedDesign, MinCostDesign)):
+        raise TypeError(f"model must be a StratifiedDesign or MinCostDesign, got {type(model).__name__}")
+    d = _design(model)
+    k = model.k
+    lo, hi = _ranges(model)
+    m = pe.ConcreteModel(name=getattr(model, "name", "") or type(model).__name__)
+    m.S = pe.RangeSet(0, k - 1)
+    dom = pe.Integers if integer else pe.Reals
+    m.n = pe.Var(m.S, within=dom, bounds=lambda _, i: (int(lo[i]), int(hi[i])),
+                 initialize=lambda _, i: float(np.clip(model.lower[i], lo[i], hi[i])))
+    if isinstance(model, StratifiedDesign):
+        m.total = pe.Constraint(expr=sum(m.n[i] for i in m.S) == model.total)
+    m.linear = pe.ConstraintList()
+    for con in model.constraints:
+        for row, rhs in zip(con.A, con.b):
+            lhs = sum(float(row[i]) * m.n[i] for i in range(k) if row[i] != 0)
+            if con.sense == "<=":
+                m.linear.add(lhs <= float(rhs))
+            elif con.sense == ">=":
+                m.linear.add(lhs >= float(rhs))
+            else:
+                m.linear.add(lhs == float(rhs))
+    m.extra = pe.ConstraintList()
+
+    if formulation == "minlp":
+        g_expr = sum(_term_expr(d, i, m.n[i]) for i in range(k))
+        m.g = pe.Expression(expr=g_expr)
+        if isinstance(model, StratifiedDesign):
+            scale = _scale_guess(model)
+            m.objective_scale = pe.Param(initialize=scale, mutable=False)
+            m.obj = pe.Objective(expr=m.g / scale, sense=pe.minimize)
+        else:
+            V0 = model.variance_target
+            m.objective_scale = pe.Param(initialize=1.0, mutable=False)
+            m.variance = pe.Constraint(expr=m.g / V0 <= model.variance_budget / V0)
+            m.obj = pe.Objective(expr=sum(float(model.cost[i]) * m.n[i] for i in range(k)), sense=pe.minimize)
+        return m
+
+    # incremental MILP
+    nvars = int(np.sum(hi - lo))
+    if nvars > max_milp_vars:
+        raise PyomoUnsupported(f"the incremental MILP needs {nvars} δ variables > max_milp_vars={max_milp_vars}")
+    incs = []
+    ordered = []
+    for i in range(k):
+        mm = np.arange(lo[i], hi[i], dtype=float)
+        inc = np.asarray(d.increments(np.maximum(mm, 1.0), np.full(mm.size, i)), dtype=float) if mm.size \
+            else np.zeros(0)
+        incs.append(inc)
+        dif = np.diff(inc)
+        ordered.append(bool(dif.size and np.any(dif < -1e-12 * np.maximum(np.abs(inc[:-1]), np.abs(inc[1:])))))
+    idx = [(i, t) for i in range(k) for t in range(int(hi[i] - lo[i]))]
+    m.D = pe.Set(initialize=idx, dimen=2, ordered=True)
+    m.delta = pe.Var(m.D, within=pe.Binary if integer else pe.UnitInterval, initialize=0)
+    by = {i: [] for i in range(k)}
+    for (i, t) in idx:
+        by[i].append(t)
+    m.link = pe.Constraint(m.S, rule=lambda _, i: m.n[i] == int(lo[i]) + sum(m.delta[i, t] for t in by[i]))
+    m.order = pe.ConstraintList()
+    for i in range(k):
+        if ordered[i]:
+            for t in by[i][1:]:
+                m.order.add(m.delta[i, t] <= m.delta[i, t - 1])
+    base = float(np.sum(d.terms(lo.astype(float))))
+    inc_expr = sum(float(incs[i][t]) * m.delta[i, t] for (i, t) in idx)
+    if isinstance(model, StratifiedDesign):
+        scale = _scale_guess(model)
+        m.objective_scale = pe.Param(initialize=scale, mutable=False)
+        m.g = pe.Expression(expr=base + inc_expr)
+        m.obj = pe.Objective(expr=(inc_expr + base) / scale, sense=pe.minimize)
+    else:
+        V0 = model.variance_target
+        m.objective_scale = pe.Param(initialize=1.0, mutable=False)
+        m.g = pe.Expression(expr=base + inc_expr)
+        m.variance = pe.Constraint(expr=(inc_expr + base) / V0 <= model.variance_budget / V0)
+        m.obj = pe.Objective(expr=sum(float(model.cost[i]) * m.n[i] for i in range(k)), sense=pe.minimize)
+    return m
+
+
+# ---------------------------------------------------------------------------------- solving
+_SOLVER_NAMES = {"scip": "scip_direct", "highs": "appsi_highs", "ipopt": "ipopt"}
+
+
+def _option_map(solver: str, time_limit, mip_gap, integer: bool = True) -> dict:
+    opts = {}
+    if solver == "scip":
+        if time_limit is not None:
+            opts["limits/time"] = float(time_limit)
+        opts["limits/gap"] = float(mip_gap or 0.0)
+        # SCIP 10 symmetry detection treats x^-1 terms with different coefficients as symmetric and
+        # returns wrong "optimal" answers on these models (seen on Chen Table 1, TuLap): switch it off
+        opts["misc/usesymmetry"] = 0
+    elif solver == "highs":
+        if time_limit is not None:
+            opts["time_limit"] = float(time_limit)
+        opts["mip_rel_gap"] = float(mip_gap or 0.0)
+    elif solver == "ipopt":
+        if time_limit is not None:
+            opts["max_cpu_time"] = float(time_limit)
+        opts["tol"] = 1e-12
+    return opts
+
+
+def solve_pyomo_model(m, solver: str = "scip", time_limit: float | None = None, mip_gap: float | None = None,
+                      tee: bool = False, integer: bool = True):
+    """Solve a model built by :func:`build_pyomo_model` (or extended from it).
+
+    Returns ``(status, message, lower_bound)`` with the variables loaded when a point exists.
+    """
+    import pyomo.environ as pe
+    from pyomo.opt import TerminationCondition as TC
+
+    name = _SOLVER_NAMES[solver]
+    opt = pe.SolverFactory(name)
+    if not opt.available(exception_flag=False):
+        return Status.UNSUPPORTED, f"Pyomo solver {name!r} is not available (install it to use solver={solver!r})", \
+            float("nan")
+    results = opt.solve(m, load_solutions=False, tee=tee, options=_option_map(solver, time_limit, mip_gap, integer))
+    tc = results.solver.termination_condition
+    has_point = len(results.solution) > 0
+    if has_point:
+        m.solutions.load_from(results)
+    try:
+        lb = float(results.problem.lower_bound)
+    except (TypeError, ValueError, AttributeError):
+        lb = float("nan")
+    if tc in (TC.optimal, TC.globallyOptimal, TC.locallyOptimal):
+        status = Status.OPTIMAL if has_point else Status.ERROR
+    elif tc in (TC.maxTimeLimit, TC.maxIterations, TC.maxEvaluations):
+        status = Status.TIME_LIMIT
+    elif tc in (TC.infeasible, TC.infeasibleOrUnbounded):
+        status = Status.INFEASIBLE
+    elif tc == TC.feasible:
+        status = Status.FEASIBLE if has_point else Status.ERROR
+    else:
+        status = Status.ERROR
+    return status, f"{name}: termination {tc}", lb
+
+
+def _check_opts(solver, time_limit, mip_gap, formulation):
+    if solver not in SOLVERS:
+        raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
+    if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
+                                   or not time_limit > 0):
+        raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
+    if mip_gap is not None and (not isinstance(mip_gap, (int, float)) or not 0 <= mip_gap < 1):
+        raise ValueError(f"mip_gap must be in [0, 1), got {mip_gap!r}")
+    if formulation is not None and formulation not in FORMULATIONS:
+        raise ValueError(f"formulation must be one of {FORMULATIONS}, got {formulation!r}")
+
+
+def _run(model, integer: bool, solver: str, time_limit, mip_gap, formulation, tee, max_milp_vars) -> Solution:
+    t0 = time.perf_counter()
+    _check_opts(solver, time_limit, mip_gap, formulation)
+    formulation = formulation or ("milp" if solver == "highs" else "minlp")
+    if solver == "highs" and formulation == "minlp":
+        return Solution(Status.UNSUPPORTED, backend="pyomo", solver="highs",
+                        message="HiGHS solves linear models only: use formulation='milp' (the incremental MILP)")
+    if solver == "ipopt" and integer:
+        return Solution(Status.UNSUPPORTED, backend="pyomo", solver="ipopt",
+                        message="IPOPT is a continuous NLP solver; use solver='scip' or 'highs' for integer designs")
+    if not integer and formulation == "milp":
+        return Solution(Status.UNSUPPORTED, backend="pyomo", solver=solver,
+                        message="the LP relaxation of the incremental MILP is not the continuous relaxation of the "
+                                "model; use formulation='minlp' (solver='scip' or 'ipopt')")
+    try:
+        import pyomo.environ  # noqa: F401
+    except ImportError as exc:
+        return Solution(Status.UNSUPPORTED, backend="pyomo", solver=solver, message=f"Pyomo is not installed: {exc}")
+    try:
+        m = build_pyomo_model(model, integer=integer, formulation=formulation, max_milp_vars=max_milp_vars)
+    except PyomoUnsupported as exc:
+        return Solution(Status.UNSUPPORTED, backend="pyomo", solver=solver, message=str(exc))
+    build_time = time.perf_counter() - t0
+    try:
+        status, msg, lb = solve_pyomo_model(m, solver, time_limit, mip_gap, tee, integer)
+    except Exception as exc:  # solver faults become a status
+        return Solution(Status.ERROR, backend="pyomo", solver=solver, wall_time=time.perf_counter() - t0,
+                        message=f"{type(exc).__name__}: {exc}")
+    return _to_solution(model, m, integer, solver, formulation, status, msg, lb, mip_gap, t0, build_time)
+
+
+def _to_solution(model, m, integer, solver, formulation, status, msg, lb, mip_gap, t0, build_time) -> Solution:
+    import pyomo.environ as pe
+
+    vals = [m.n[i].value for i in range(model.k)]
+    details = {"formulation": formulation, "build_time": build_time}
+    if any(v is None for v in vals) or status in (Status.INFEASIBLE, Status.ERROR, Status.UNSUPPORTED):
+        return Solution(status, backend="pyomo", solver=solver, message=msg, details=details,
+                        wall_time=time.perf_counter() - t0)
+    pt = np.array(vals, dtype=float)
+    scale = float(pe.value(m.objective_scale))
+    if integer:
+        n = np.round(pt).astype(np.int64)
+        if not model.is_feasible(n, tol=1e-7):
+            return Solution(Status.ERROR, backend="pyomo", solver=solver, details=details,
+                            wall_time=time.perf_counter() - t0,
+                            message=f"{msg}; the solver's rounded point {n.tolist()} is infeasible")
+        if status == Status.OPTIMAL and mip_gap:
+            status = Status.FEASIBLE
+        sol = model.make_solution(n=n, status=status, message=msg)
+        if isinstance(model, StratifiedDesign) and model.is_plain:
+            sol.certificate = model.certificate(n)
+        else:
+            lbu = lb * scale if np.isfinite(lb) else float("nan")
+            gap = (sol.objective - lbu) / abs(sol.objective) if np.isfinite(lbu) and sol.objective else float("nan")
+            sol.certificate = Certificate("gap", status == Status.OPTIMAL, lower_bound=lbu, gap=gap,
+                                          message=f"{solver} bound")
+    else:
+        pt = np.clip(pt, model.lower, model.upper)
+        sol = model.make_solution(x=pt, status=status, message=msg)
+    sol.solver = solver
+    sol.details.update(details)
+    if np.isfinite(lb):
+        sol.details["solver_lower_bound"] = lb * scale
+    sol.wall_time = time.perf_counter() - t0
+    return sol
+
+
+def solve(model, solver: str = "scip", time_limit: float | None = None, mip_gap: float | None = None,
+          formulation: str | None = None, tee: bool = False, max_milp_vars: int = DEFAULT_MAX_MILP_VARS) -> Solution:
+    """Integer design with SCIP (MINLP) or HiGHS (incremental MILP)."""
+    return _run(model, True, solver, time_limit, mip_gap, formulation, tee, max_milp_vars)
+
+
+def relax(model, solver: str = "scip", time_limit: float | None = None, mip_gap: float | None = None,
+          formulation: str | None = None, tee: bool = False, max_milp_vars: int = DEFAULT_MAX_MILP_VARS) -> Solution:
+    """Continuous relaxation with SCIP (global NLP) or IPOPT (if installed)."""
+    return _run(model, False, solver, time_limit, mip_gap, formulation, tee, max_milp_vars)
+
+
+for _cls in (StratifiedDesign, MinCostDesign):
+    register("pyomo", _cls, "solve", _DESCRIPTION)(solve)
+    register("pyomo", _cls, "relax", _DESCRIPTION)(relax)
