@@ -1,0 +1,110 @@
+"""``scipy`` backend: continuous relaxations of StratifiedDesign and MinCostDesign with SLSQP or trust-constr.
+
+Variables are scaled (``x = s·z`` with ``s`` the proportional start) and the objective is divided by its
+value at the start, so the default tolerances mean relative accuracy. Linear constraints of the model
+are passed on as they are; for the min-cost variant the variance bound is a nonlinear constraint with
+its exact gradient. No integer designs (``solve`` is unsupported; round with care or use another
+backend). Options: ``method`` ("SLSQP" | "trust-constr"), ``tol`` (default 1e-13), ``max_iter``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..models.min_cost import MinCostDesign
+from ..models.stratified import StratifiedDesign
+from ..registry import register
+from ..result import Solution, Status
+
+_DESCRIPTION = "scipy.optimize (SLSQP / trust-constr) continuous relaxations"
+METHODS = ("SLSQP", "trust-constr")
+
+
+def relax(model, method: str = "SLSQP", tol: float = 1e-13, max_iter: int = 2000,
+          time_limit: float | None = None) -> Solution:
+    """Continuous relaxation by scipy.optimize.minimize (``time_limit`` is accepted but not enforced)."""
+    from scipy.optimize import Bounds, LinearConstraint, NonlinearConstraint, minimize
+
+    t0 = time.perf_counter()
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if not (isinstance(tol, (int, float)) and tol > 0):
+        raise ValueError(f"tol must be a positive number, got {tol!r}")
+    d = model.design if isinstance(model, MinCostDesign) else model
+    lo, hi = model.lower.astype(float), model.upper.astype(float)
+    k = model.k
+    if isinstance(model, StratifiedDesign):
+        x0 = np.clip(model.N * model.total / model.N.sum(), lo, hi)
+    else:
+        x0 = hi.copy()   # the most precise design; feasible whenever the problem is
+    s = np.maximum(x0, 1.0)
+    z0 = x0 / s
+    lin_rows, lin_lo, lin_hi = [], [], []
+    for con in model.constraints:
+        for row, b in zip(con.A, con.b):
+            lin_rows.append(row * s)
+            lin_lo.append(-np.inf if con.sense == "<=" else b)
+            lin_hi.append(np.inf if con.sense == ">=" else b)
+    if isinstance(model, StratifiedDesign):
+        scale = float(np.sum(d.terms(x0)))
+        fun = lambda z: float(np.sum(d.terms(s * z))) / scale  # noqa: E731
+        jac = lambda z: d.terms_derivative(s * z, 1) * s / scale  # noqa: E731
+        lin_rows.append(s.copy())
+        lin_lo.append(float(model.total))
+        lin_hi.append(float(model.total))
+        nonlin = []
+    else:
+        scale = float(model.cost @ x0)
+        fun = lambda z: float(model.cost @ (s * z)) / scale  # noqa: E731
+        jac = lambda z: model.cost * s / scale  # noqa: E731
+        V0 = model.variance_target
+        nonlin = [NonlinearConstraint(lambda z: np.array([np.sum(d.terms(s * z)) / V0]),
+                                      -np.inf, model.variance_budget / V0,
+                                      jac=lambda z: (d.terms_derivative(s * z, 1) * s / V0)[None, :])]
+    cons = []
+    if lin_rows:
+        cons.append(LinearConstraint(np.array(lin_rows), np.array(lin_lo), np.array(lin_hi)))
+    cons += nonlin
+    bounds = Bounds(lo / s, hi / s)
+    opts = {"maxiter": int(max_iter)}
+    if method == "SLSQP":
+        opts["ftol"] = tol
+    else:
+        opts.update(gtol=tol, xtol=tol)
+    try:
+        res = minimize(fun, z0, jac=jac, bounds=bounds, constraints=cons, method=method, options=opts)
+    except Exception as exc:  # solver faults become a status
+        return Solution(Status.ERROR, backend="scipy", solver=method, message=f"{type(exc).__name__}: {exc}",
+                        wall_time=time.perf_counter() - t0)
+    x = np.clip(res.x * s, lo, hi)
+    feasible = _feasible(model, x)
+    if res.success and feasible:
+        status = Status.OPTIMAL
+    elif feasible:
+        status = Status.FEASIBLE
+    else:
+        return Solution(Status.ERROR, backend="scipy", solver=method, wall_time=time.perf_counter() - t0,
+                        message=f"{method}: {res.message} (the returned point is infeasible)")
+    sol = model.make_solution(x=x, status=status, message=f"{method}: {res.message}")
+    sol.solver = method
+    sol.details.update(iterations=int(getattr(res, "nit", 0) or 0))
+    sol.wall_time = time.perf_counter() - t0
+    return sol
+
+
+def _feasible(model, x, tol: float = 1e-7) -> bool:
+    if isinstance(model, StratifiedDesign):
+        if abs(x.sum() - model.total) > tol * model.total:
+            return False
+    elif np.sum(model.design.terms(x)) > model.variance_budget * (1 + tol):
+        return False
+    for con in model.constraints:
+        if np.any(con.residual(x) > tol * (1 + np.abs(con.b))):
+            return False
+    return True
+
+
+for _cls in (StratifiedDesign, MinCostDesign):
+    register("scipy", _cls, "relax", _DESCRIPTION)(relax)
