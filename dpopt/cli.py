@@ -20,6 +20,13 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--time-limit", type=float, default=None, help="seconds (backends that support it)")
     s.add_argument("--json", action="store_true", help="print the Solution as JSON")
     sub.add_parser("backends", help="list the registered backends")
+    c = sub.add_parser("compare", help="run every capable backend on a model file and compare")
+    c.add_argument("file", help="model file (TOML)")
+    c.add_argument("--backends", nargs="+", default=None,
+                   help="backend names (e.g. exact algorithm1 pyomo:scip pyomo:highs cvxpy); default: all capable")
+    c.add_argument("--relax", action="store_true", help="compare continuous relaxations instead")
+    c.add_argument("--time-limit", type=float, default=None, help="seconds per backend (those that support it)")
+    c.add_argument("--json", action="store_true", help="print the comparison as JSON")
     pl = sub.add_parser("plot", help="draw a figure (needs the plot extra); 'dpopt plot list' lists them")
     pl.add_argument("figure", help="figure name, 'all' or 'list'")
     pl.add_argument("--out", default="figures", help="output directory")
@@ -36,6 +43,13 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "solve":
             return _solve(args)
+        if args.command == "compare":
+            from .compare import compare
+            model, _ = modelfile.load(args.file)
+            res = compare(model, backends=args.backends and " ".join(args.backends), time_limit=args.time_limit,
+                          progress=not args.json, relax=args.relax)
+            print(json.dumps(res.to_dict(), indent=2) if args.json else res.table())
+            return 0 if res.best is not None else 1
         if args.command == "plot":
             return _plot(args)
     except (modelfile.ModelFileError, ValueError, TypeError) as exc:
