@@ -1,0 +1,102 @@
+"""Algorithm 1 (corrected, SPEC §2) against the exact backend and brute force."""
+
+import numpy as np
+import pytest
+
+import dpopt
+from dpopt.backends.algorithm1 import _hess_min
+from dpopt.models.stratified import StratifiedDesign
+
+
+def _random_models(seed, count):
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        k = int(rng.integers(2, 5))
+        N = rng.integers(5, 120, size=k)
+        total = int(rng.integers(k, N.sum() // 3 + k))
+        mech = str(rng.choice(["laplace", "dlap", "tulap"]))
+        obj = str(rng.choice(["mean", "a-optimal"]))
+        out.append(StratifiedDesign(N=N, sigma2=rng.uniform(0.2, 3.0, size=k), total=total,
+                                    epsilon=float(rng.choice([0.1, 1.0, 5.0])), mechanism=mech, objective=obj))
+    return out
+
+
+@pytest.mark.parametrize("model", _random_models(11, 24))
+def test_algorithm1_matches_exact(model):
+    ref = model.solve(backend="exact")
+    sol = model.solve(backend="algorithm1", max_candidates=2_000_000)
+    if sol.status == dpopt.Status.UNSUPPORTED:       # refused above the limit: says so, no point
+        assert "max_candidates" in sol.message and sol.n is None
+        return
+    assert sol.status == dpopt.Status.OPTIMAL
+    assert sol.objective == pytest.approx(ref.objective, rel=1e-12)
+    assert model.certificate(sol.n).optimal
+    for key in ("x_star", "n_init", "n_init_gap", "lam", "r", "candidates"):
+        assert key in sol.details
+    assert sol.n_init_gap >= -1e-12 and sol.r >= 0 and sol.candidates >= 1
+
+
+def test_active_bounds():
+    # upper bounds cut the relaxation: x* sits on a bound for two strata
+    m = StratifiedDesign(N=[500, 400, 300, 200], sigma2=[4.0, 2.0, 1.0, 0.5], total=120, epsilon=1.0,
+                         mechanism="tulap", upper=[30, 400, 300, 200], lower=[1, 1, 1, 40])
+    x = m.relax().x
+    assert x[0] == pytest.approx(30) and x[3] == pytest.approx(40)
+    sol = m.solve(backend="algorithm1")
+    assert sol.status == dpopt.Status.OPTIMAL
+    assert sol.objective == pytest.approx(m.solve(backend="enumerate").objective, rel=1e-12)
+
+
+# An instance where the paper's λ (smallest Hessian eigenvalue at x*) is NOT a valid strong-convexity
+# constant on the search region: a feasible design violates g(n) ≥ g(x*) + λ/2·|n − x*|².
+PAPER_BAD = dict(N=[7, 4, 11], sigma2=[0.162, 0.188, 0.134], total=10, epsilon=3.0, mechanism="dlap",
+                 objective="a-optimal")
+
+
+def test_paper_lambda_invalid_corrected_valid():
+    m = StratifiedDesign(**PAPER_BAD)
+    xs = m.relax().x
+    gs = float(np.sum(m.terms(xs)))
+    lam_paper = _hess_min(m, xs, 0.0)
+    sol = m.solve(backend="algorithm1")
+    lam, r = sol.lam, sol.r
+    assert lam < lam_paper and r > sol.r_paper          # the correction shrinks λ and grows the radius
+    # brute force over all designs (independent of algorithm1)
+    designs = [np.array([a, b, 10 - a - b]) for a in range(1, 8) for b in range(1, 5) if 1 <= 10 - a - b <= 11]
+    viol_paper = viol_corr = 0
+    for n in designs:
+        d2 = float(np.sum((n - xs) ** 2))
+        rise = float(np.sum(m.terms(n))) - gs
+        if d2 > 1e-9 and rise < 0.5 * lam_paper * d2 * (1 - 1e-9):
+            viol_paper += 1
+        if d2 <= r * r and rise < 0.5 * lam * d2 * (1 - 1e-9):
+            viol_corr += 1
+    assert viol_paper >= 1          # e.g. n = (2, 2, 6): the paper's quadratic bound is false
+    assert viol_corr == 0           # the corrected λ bounds every design inside its radius
+    best = min(designs, key=lambda n: float(np.sum(m.terms(n))))
+    assert sol.status == dpopt.Status.OPTIMAL
+    assert sol.objective == pytest.approx(m.objective_value(best), rel=1e-13)
+    # the paper's variant is not presented as optimal
+    assert m.solve(backend="algorithm1", lambda_rule="paper").status == dpopt.Status.FEASIBLE
+
+
+def test_candidate_limit_refuses_clearly():
+    m = StratifiedDesign(N=[20000 - 1000 * i for i in range(10)], sigma2=[0.08 ** (1 + i / 10) for i in range(1, 11)],
+                         total=1000, epsilon=1.0)
+    sol = m.solve(backend="algorithm1", max_candidates=600)
+    assert sol.status == dpopt.Status.UNSUPPORTED and "max_candidates=600" in sol.message
+    assert sol.details["candidates"] > 600 and "n_init" in sol.details
+    ok = m.solve(backend="algorithm1")
+    assert ok.status == dpopt.Status.OPTIMAL and ok.objective == pytest.approx(m.solve().objective, rel=1e-12)
+    # bad option values: the registry turns the ValueError into status "error" naming the option
+    bad = m.solve(backend="algorithm1", max_candidates=0)
+    assert bad.status == dpopt.Status.ERROR and "max_candidates" in bad.message
+    bad = m.solve(backend="algorithm1", lambda_rule="x")
+    assert bad.status == dpopt.Status.ERROR and "lambda_rule" in bad.message
+
+
+def test_constrained_is_refused():
+    m = StratifiedDesign(N=[30, 40], sigma2=[1, 2], total=20, epsilon=1.0).add_cost_budget([1, 2], 30)
+    sol = m.solve(backend="algorithm1")
+    assert sol.status == dpopt.Status.UNSUPPORTED and "sum-and-bounds" in sol.message
