@@ -3,7 +3,7 @@
 Variables are scaled (``x = s·z`` with ``s`` the proportional start) and the objective is divided by its
 value at the start, so the default tolerances mean relative accuracy. Linear constraints of the model
 are passed on as they are; for the min-cost variant the variance bound is a nonlinear constraint with
-its exact gradient. No integer designs (``solve`` is unsupported; round with care or use another
+its exact gradient (and, for trust-constr, exact diagonal Hessians). No integer designs (``solve`` is unsupported; round with care or use another
 backend). Options: ``method`` ("SLSQP" | "trust-constr"), ``tol`` (default 1e-13), ``max_iter``.
 """
 
@@ -51,6 +51,7 @@ def relax(model, method: str = "SLSQP", tol: float = 1e-13, max_iter: int = 2000
         scale = float(np.sum(d.terms(x0)))
         fun = lambda z: float(np.sum(d.terms(s * z))) / scale  # noqa: E731
         jac = lambda z: d.terms_derivative(s * z, 1) * s / scale  # noqa: E731
+        hess = lambda z: np.diag(d.terms_derivative(s * z, 2) * s * s / scale)  # noqa: E731
         lin_rows.append(s.copy())
         lin_lo.append(float(model.total))
         lin_hi.append(float(model.total))
@@ -59,10 +60,12 @@ def relax(model, method: str = "SLSQP", tol: float = 1e-13, max_iter: int = 2000
         scale = float(model.cost @ x0)
         fun = lambda z: float(model.cost @ (s * z)) / scale  # noqa: E731
         jac = lambda z: model.cost * s / scale  # noqa: E731
+        hess = lambda z: np.zeros((k, k))  # noqa: E731
         V0 = model.variance_target
         nonlin = [NonlinearConstraint(lambda z: np.array([np.sum(d.terms(s * z)) / V0]),
                                       -np.inf, model.variance_budget / V0,
-                                      jac=lambda z: (d.terms_derivative(s * z, 1) * s / V0)[None, :])]
+                                      jac=lambda z: (d.terms_derivative(s * z, 1) * s / V0)[None, :],
+                                      hess=lambda z, v: v[0] * np.diag(d.terms_derivative(s * z, 2) * s * s / V0))]
     cons = []
     if lin_rows:
         cons.append(LinearConstraint(np.array(lin_rows), np.array(lin_lo), np.array(lin_hi)))
@@ -72,9 +75,10 @@ def relax(model, method: str = "SLSQP", tol: float = 1e-13, max_iter: int = 2000
     if method == "SLSQP":
         opts["ftol"] = tol
     else:
-        opts.update(gtol=tol, xtol=tol)
+        opts.update(gtol=tol, xtol=tol, barrier_tol=tol, initial_barrier_parameter=1e-6)
     try:
-        res = minimize(fun, z0, jac=jac, bounds=bounds, constraints=cons, method=method, options=opts)
+        extra = {"hess": hess} if method == "trust-constr" else {}   # exact (diagonal) Hessian
+        res = minimize(fun, z0, jac=jac, bounds=bounds, constraints=cons, method=method, options=opts, **extra)
     except Exception as exc:  # solver faults become a status
         return Solution(Status.ERROR, backend="scipy", solver=method, message=f"{type(exc).__name__}: {exc}",
                         wall_time=time.perf_counter() - t0)

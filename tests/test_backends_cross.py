@@ -1,0 +1,162 @@
+"""Cross-solver acceptance (issue 3): every backend that accepts an instance agrees with exact/enumerate.
+
+Oracles: the exact backend (plain problems, with the exchange certificate) and brute-force enumeration
+(constrained and min-cost problems). Small instances and time limits keep this fast.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import dpopt
+from dpopt.models.stratified import StratifiedDesign
+
+warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+TL = 30.0
+T1 = dict(N=[7000, 8000, 9000, 10000], sigma2=[0.08, 0.08 ** 2, 0.08 ** 3, 0.08 ** 4], total=200, objective="mean")
+
+
+def _random(seed):
+    rng = np.random.default_rng(seed)
+    out = []
+    for mech in ("laplace", "dlap", "tulap"):
+        for obj in ("mean", "a-optimal", "unit-free", "weights"):
+            k = int(rng.integers(2, 4))
+            N = rng.integers(8, 40, size=k)
+            s2 = rng.uniform(0.1, 4.0, size=k)
+            o = rng.uniform(0.5, 3.0, size=k) if obj == "weights" else obj
+            out.append(StratifiedDesign(N=N, sigma2=s2, total=int(rng.integers(k + 2, N.sum() // 2)),
+                                        epsilon=float(rng.choice([0.05, 0.7, 4.0])), mechanism=mech, objective=o,
+                                        name=f"random {mech} {obj}"))
+    return out
+
+
+PLAIN = ([StratifiedDesign(epsilon=e, mechanism=mch, name=f"table1 {mch} {e}", **T1)
+          for mch, e in (("laplace", 1.0), ("tulap", 0.1), ("dlap", 10.0))]
+         + _random(3)
+         + [StratifiedDesign(N=[60, 50, 40, 30], sigma2=[5.0, 1.0, 0.2, 0.05], total=70, epsilon=0.5,
+                             mechanism="laplace", lower=[1, 1, 12, 1], upper=[20, 50, 40, 30], name="active bounds"),
+            StratifiedDesign(N=[60, 50, 40, 30], sigma2=[5.0, 1.0, 0.2, 0.05], total=70, epsilon=0.5,
+                             mechanism="tulap", lower=[1, 1, 12, 1], upper=[20, 50, 40, 30], name="active bounds tulap")])
+
+INTEGER_ROUTES = [("algorithm1", {}), ("pyomo", {"solver": "scip"}), ("pyomo", {"solver": "highs"}), ("cvxpy", {})]
+
+
+def _must_accept(model, backend, opts):
+    """Routes that must not refuse this instance (so acceptance is not vacuous)."""
+    if backend == "pyomo":
+        return True
+    if backend == "cvxpy":
+        return model.design.mechanism.name in ("dlap", "tulap") if hasattr(model, "design") \
+            else model.mechanism.name in ("dlap", "tulap")
+    return False
+
+
+@pytest.mark.parametrize("model", PLAIN, ids=lambda m: m.name)
+def test_plain_integer_agreement(model):
+    ref = model.solve(backend="exact")
+    assert ref.status == dpopt.Status.OPTIMAL and ref.certificate.optimal
+    for backend, opts in INTEGER_ROUTES:
+        kw = dict(opts)
+        if backend != "algorithm1":
+            kw["time_limit"] = TL
+        sol = model.solve(backend=backend, **kw)
+        if _must_accept(model, backend, opts):
+            assert sol.status == dpopt.Status.OPTIMAL, (backend, opts, sol.status, sol.message)
+        if sol.status != dpopt.Status.OPTIMAL:
+            assert sol.status in (dpopt.Status.UNSUPPORTED, dpopt.Status.TIME_LIMIT), (backend, sol.message)
+            continue
+        assert sol.objective == pytest.approx(ref.objective, rel=1e-7), (backend, opts, sol.n, ref.n)
+        assert model.certificate(sol.n).optimal, (backend, opts)
+
+
+@pytest.mark.parametrize("model", [m for m in PLAIN if m.k <= 3 or m.name == "active bounds"], ids=lambda m: m.name)
+def test_enumerate_matches_exact(model):
+    sol = model.solve(backend="enumerate")
+    assert sol.status == dpopt.Status.OPTIMAL
+    assert sol.objective == pytest.approx(model.solve().objective, rel=1e-12)
+
+
+@pytest.mark.parametrize("model", PLAIN[:3] + PLAIN[3::3] + PLAIN[-2:], ids=lambda m: m.name)
+def test_relaxations_agree(model):
+    ref = model.relax(backend="exact")
+    assert ref.status == dpopt.Status.OPTIMAL
+    for backend, opts in (("cvxpy", {}), ("pyomo", {"solver": "scip", "time_limit": TL}), ("scipy", {}),
+                          ("scipy", {"method": "trust-constr"})):
+        sol = model.relax(backend=backend, **opts)
+        assert sol.status == dpopt.Status.OPTIMAL, (backend, sol.message)
+        assert sol.objective == pytest.approx(ref.objective, rel=1e-6), (backend, opts)
+        # a relaxation value can not beat the true continuous optimum by more than the tolerance
+        assert sol.objective >= ref.objective * (1 - 1e-6)
+
+
+def _constrained():
+    a = StratifiedDesign(N=[30, 40, 50], sigma2=[1.0, 2.0, 3.0], total=40, epsilon=1.0, mechanism="laplace",
+                         name="cost budget laplace").add_cost_budget([1.0, 2.0, 3.0], 80)
+    b = StratifiedDesign(N=[30, 40, 50], sigma2=[1.0, 2.0, 3.0], total=40, epsilon=1.0, mechanism="tulap",
+                         name="cost budget tulap").add_cost_budget([1.0, 2.0, 3.0], 80)
+    c = StratifiedDesign(N=[25, 25, 25], sigma2=[3.0, 1.0, 0.5], total=30, epsilon=0.5, mechanism="dlap",
+                         name="equality + >=")
+    c.add_constraint([[1, -1, 0]], [0], "==").add_constraint([[0, 0, 1]], [12], ">=")
+    return [a, b, c]
+
+
+@pytest.mark.parametrize("model", _constrained(), ids=lambda m: m.name)
+def test_constrained_agree_with_enumerate(model):
+    ref = model.solve(backend="enumerate")
+    assert ref.status == dpopt.Status.OPTIMAL and model.is_feasible(ref.n)
+    # the exact backend does not ignore constraints: it refuses
+    ex = model.solve(backend="exact")
+    assert ex.status == dpopt.Status.UNSUPPORTED and ex.n is None
+    plain = StratifiedDesign(N=model.N, sigma2=model.sigma2, total=model.total, epsilon=model.epsilon,
+                             mechanism=model.mechanism, objective=model.objective_kind)
+    assert plain.solve().objective < ref.objective * (1 - 1e-9)      # the constraint really binds
+    for backend, opts in INTEGER_ROUTES:
+        sol = model.solve(backend=backend, **opts)
+        if _must_accept(model, backend, opts):
+            assert sol.status == dpopt.Status.OPTIMAL, (backend, opts, sol.message)
+        if sol.status != dpopt.Status.OPTIMAL:
+            assert sol.status == dpopt.Status.UNSUPPORTED and sol.n is None
+            continue
+        assert model.is_feasible(sol.n)
+        assert sol.objective == pytest.approx(ref.objective, rel=1e-7), (backend, opts)
+
+
+def test_min_cost_agrees_with_enumerate():
+    for mech, V0 in (("laplace", 2500.0), ("tulap", 2500.0)):
+        d = StratifiedDesign(N=[30, 40, 50], sigma2=[1.0, 2.0, 3.0], total=3, epsilon=1.0, mechanism=mech,
+                             objective="a-optimal")
+        d = StratifiedDesign(N=[30, 40, 50], sigma2=[1.0, 2.0, 3.0], total=3, epsilon=1.0, mechanism=mech,
+                             objective="mean")
+        mc = d.min_cost([1.0, 2.5, 4.0], V0)
+        ref = mc.solve(backend="enumerate")
+        assert ref.status == dpopt.Status.OPTIMAL and mc.is_feasible(ref.n)
+        # brute-force check of the oracle itself on the reachable box
+        assert d.objective_value(ref.n) <= V0
+        assert mc.solve(backend="exact").status == dpopt.Status.UNSUPPORTED
+        for backend, opts in (("pyomo", {"solver": "scip"}), ("pyomo", {"solver": "highs"}), ("cvxpy", {})):
+            sol = mc.solve(backend=backend, **opts)
+            if backend == "pyomo" or mech == "tulap":
+                assert sol.status == dpopt.Status.OPTIMAL, (mech, backend, opts, sol.message)
+            if sol.status != dpopt.Status.OPTIMAL:
+                assert sol.status == dpopt.Status.UNSUPPORTED
+                continue
+            assert mc.is_feasible(sol.n, tol=1e-7)
+            assert sol.objective == pytest.approx(ref.objective, rel=1e-7), (mech, backend)
+        # continuous relaxations of the min-cost problem agree with each other and bound the integer cost
+        rel = [mc.relax(backend=b, **o) for b, o in (("pyomo", {}), ("scipy", {}), ("cvxpy", {}))]
+        vals = [s.objective for s in rel if s.status == dpopt.Status.OPTIMAL]
+        assert len(vals) >= 2
+        assert max(vals) == pytest.approx(min(vals), rel=1e-6)
+        assert max(vals) <= ref.objective * (1 + 1e-9)
+
+
+def test_missing_capability_is_a_status():
+    m = StratifiedDesign(N=[30, 40], sigma2=[1, 2], total=20, epsilon=1.0, mechanism="laplace")
+    s = m.solve(backend="cvxpy")
+    assert s.status == dpopt.Status.UNSUPPORTED and "DCP" in s.message
+    s = m.solve(backend="scipy")
+    assert s.status == dpopt.Status.UNSUPPORTED
+    s = m.relax(backend="pyomo", solver="highs")
+    assert s.status == dpopt.Status.UNSUPPORTED and "relaxation" in s.message
