@@ -255,3 +255,28 @@ def test_model_file(tmp_path):
     p.write_text('family = "sample_size"\nN = 100\nS2 = 1.0\nepsilon = 1.0\nbogus = 1\n')
     with pytest.raises(ValueError, match="unknown key"):
         modelfile.load(p)
+
+
+def test_repository_model_files():
+    from pathlib import Path
+
+    from dpopt import modelfile
+    root = Path(__file__).resolve().parents[1] / "models"
+    m, _ = modelfile.load(root / "hu_mean_no_gain.toml")
+    assert int(m.solve().n[0]) == 10001
+    m, _ = modelfile.load(root / "hu_constant_sensitivity.toml")
+    sol = m.solve()
+    _, v_or, _ = oracle_scan(10**6, 1.0, 1.0, lambda n: np.full_like(n, 0.001))
+    assert sol.objective == pytest.approx(v_or, rel=1e-12) and sol.helps
+    m, _ = modelfile.load(root / "fay_laplace_sum.toml")
+    sol = m.solve()
+    assert sol.status == "optimal" and sol.max_psi <= 1.0 + 1e-12 and sol.x.max() == 1.0
+
+
+def test_plot_data_consistency():
+    from dpopt.plots.sample_size import importance_data, q_bound_data
+    d = q_bound_data(eps=(3.0,), rates=[0.1677, 0.1678])
+    assert d[3.0][0] > 0.6 > d[3.0][1]
+    imp = importance_data(n=200, noise_scales=[3.0, 30.0, 300.0])
+    assert np.allclose(imp["psi_privacy"], imp["epsilon"], rtol=1e-12)
+    assert np.all(imp["psi_uniform"] > imp["psi_privacy"])
