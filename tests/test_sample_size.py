@@ -275,7 +275,7 @@ def test_repository_model_files():
 
 def test_plot_data_consistency():
     from dpopt.plots.sample_size import importance_data, q_bound_data
-    d = q_bound_data(eps=(3.0,), rates=[0.1677, 0.1678])
+    d = q_bound_data(eps=(3.0,), rates=[0.1676, 0.1678])
     assert d[3.0][0] > 0.6 > d[3.0][1]
     imp = importance_data(n=200, noise_scales=[3.0, 30.0, 300.0])
     assert np.allclose(imp["psi_privacy"], imp["epsilon"], rtol=1e-12)
