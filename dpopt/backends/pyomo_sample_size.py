@@ -11,10 +11,11 @@ with Δ(n) = R/n (mean), a constant, or the user callable applied to the Pyomo v
 a Pyomo expression, e.g. ``lambda n: 1/n**0.5``; otherwise the model is ``unsupported`` here).
 
 SCIP's default tolerances (feasibility 1e-6, gap 1e-4) cannot separate neighbouring sample sizes of a
-flat objective; the backend sets ``limits/gap = limits/absgap = 0``, ``numerics/feastol = 1e-10``,
-``numerics/epsilon = 1e-12`` and ``numerics/sumepsilon = 1e-10`` (the tightest SCIP accepts without
-GMP; override with ``scip_options``) and divides the objective by the smallest V_n on a log grid of
-64 sizes so that it is O(1) near the optimum. ``optimal`` is SCIP's proof within those tolerances:
+flat objective; the backend sets ``limits/gap = limits/absgap = 0``, ``numerics/feastol =
+numerics/epsilon = numerics/sumepsilon = 1e-10``, ``numerics/dualfeastol = 1e-9`` (the tightest SCIP
+accepts without GMP and without printing warnings) and ``display/verblevel = 0`` (override with
+``scip_options``; SCIP output beyond 64 KB dead-locks pyomo's output capture, see ``_TIGHT``)
+and divides the objective by the smallest V_n on a log grid of 64 sizes so that it is O(1) near the optimum. ``optimal`` is SCIP's proof within those tolerances:
 neighbouring sizes whose V differ by less than ~1e-10 relative may be confused (the exact backend
 has no such limit). Default ``time_limit`` is 60 s.
 """
@@ -32,10 +33,12 @@ from ..registry import register
 from ..result import Certificate, Solution, Status
 
 _DESCRIPTION = "Pyomo modelling layer; SCIP through scip_direct (global MINLP)"
-# SCIP without GMP refuses tolerances below 1e-10 and then floods its output with warnings (which
-# can dead-lock pyomo's captured output pipe), so these are the tightest values it accepts.
-_TIGHT = {"limits/gap": 0.0, "limits/absgap": 0.0, "numerics/feastol": 1e-10, "numerics/epsilon": 1e-12,
-          "numerics/sumepsilon": 1e-10}
+# SCIP without GMP refuses tolerances below 1e-10 and then prints a warning each time it re-applies
+# them. pyomo's scip_direct captures SCIP's output through a pipe drained by a Python thread while
+# PySCIPOpt's optimize() holds the GIL, so more than one pipe buffer (64 KB) of output dead-locks
+# the process. These values (the tightest that trigger no warning) and verblevel 0 keep it silent.
+_TIGHT = {"limits/gap": 0.0, "limits/absgap": 0.0, "numerics/feastol": 1e-10, "numerics/epsilon": 1e-10,
+          "numerics/sumepsilon": 1e-10, "numerics/dualfeastol": 1e-9, "display/verblevel": 0}
 
 
 def _fail(status, msg):
@@ -82,6 +85,8 @@ def solve_pyomo(model: SampleSizeProgram, time_limit: float | None = 60.0, scip_
     m.obj = pyo.Objective(expr=(model.S2 * (1.0 / m.n - 1.0 / N) + 2.0 * delta ** 2 / eps_n ** 2) / VN,
                           sense=pyo.minimize)
     options = dict(_TIGHT)
+    if tee:
+        options["display/verblevel"] = 4
     if time_limit is not None:
         options["limits/time"] = float(time_limit)
     options.update(scip_options or {})
