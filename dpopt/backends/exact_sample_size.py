@@ -132,7 +132,8 @@ def solve_exact(model: SampleSizeProgram, method: str = "auto", scan_limit: int 
     use_scan = method == "scan" or (method == "auto" and (model.N <= 4096 or not model.bounded))
     if method == "bnb" and not model.bounded:
         return Solution(status=Status.UNSUPPORTED, backend="exact", model="SampleSizeProgram",
-                        message="branch and bound needs sensitivity_trend for a callable sensitivity; use method='scan'")
+                        message="branch and bound needs sensitivity_trend for a callable sensitivity; "
+                                "use method='scan'")
     if use_scan:
         if model.N > scan_limit:
             return Solution(status=Status.UNSUPPORTED, backend="exact", model="SampleSizeProgram",

@@ -15,9 +15,9 @@ flat objective; the backend sets ``limits/gap = limits/absgap = 0``, ``numerics/
 numerics/epsilon = numerics/sumepsilon = 1e-10``, ``numerics/dualfeastol = 1e-9`` (the tightest SCIP
 accepts without GMP and without printing warnings) and ``display/verblevel = 0`` (override with
 ``scip_options``; SCIP output beyond 64 KB dead-locks pyomo's output capture, see ``_TIGHT``)
-and divides the objective by the smallest V_n on a log grid of 64 sizes so that it is O(1) near the optimum. ``optimal`` is SCIP's proof within those tolerances:
-neighbouring sizes whose V differ by less than ~1e-10 relative may be confused (the exact backend
-has no such limit). Default ``time_limit`` is 60 s.
+and divides the objective by the smallest V_n on a log grid of 64 sizes so that it is O(1) near the
+optimum. ``optimal`` is SCIP's proof within those tolerances: neighbouring sizes whose V differ by
+less than ~1e-10 relative may be confused (the exact backend has no such limit). Default ``time_limit`` is 60 s.
 """
 
 from __future__ import annotations
