@@ -546,7 +546,7 @@ class HierarchyBudget(Model):
                 t_hi = t
         return f(0.5 * (t_lo + t_hi))
 
-    def certificate(self, eps, tol: float = 1e-9) -> Certificate:
+    def certificate(self, eps, tol: float = 1e-7) -> Certificate:
         """Gap certificate from one supporting hyperplane of the convex objective at ``eps``.
 
         Program (6): ``LB = F(ε̂) + min_{ε feasible} ∇F(ε̂)·(ε − ε̂)`` (a fractional knapsack);
@@ -591,6 +591,30 @@ class HierarchyBudget(Model):
         gap = max(obj - lb, 0.0) / max(abs(obj), np.finfo(float).tiny)
         return Certificate("gap", bool(gap <= tol), lower_bound=lb, gap=gap, tolerance=tol,
                            message="supporting-hyperplane bound")
+
+    def make_feasible(self, eps) -> np.ndarray:
+        """Repair the last ulps of a solver's point (privacy must never be exceeded).
+
+        Program (6): clip to the box and make ``math.fsum(ε) ≤ ε_total`` (scaling down, then ulp steps).
+        Program (7): clip and scale ε up by the smallest factor (1 + 2^k·1e-16) meeting the MSE target."""
+        lo, hi = self.level_bounds()
+        e = np.clip(np.asarray(eps, dtype=float), lo, hi)
+        if self.program == "budget":
+            E = self.epsilon_total
+            tot = math.fsum(e)
+            if tot > E:
+                e = np.maximum(e * (E / tot), lo)
+            for _ in range(10000):
+                if math.fsum(e) <= E:
+                    break
+                e = np.maximum(np.nextafter(e, 0.0), lo)
+        else:
+            step = 1e-16
+            base = e
+            while self.objective_value(e) > self.mse_target and step < 1.0:
+                step *= 2.0
+                e = np.minimum(base * (1.0 + step), hi)
+        return e
 
     # ------------------------------------------------------------------ solution builder for backends
     def make_solution(self, eps, status, **kw) -> Solution:
