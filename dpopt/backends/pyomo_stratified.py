@@ -17,7 +17,7 @@ bound, or IPOPT when it is installed and asked for).
 unit increments ``model.increments`` (plus Σ f_i(lo_i)); δ binary. With non-decreasing increments the
 chosen units form a prefix (ordering constraints are added automatically if the increments are not
 monotone, e.g. a user mechanism), so the MILP optimum is the integer optimum. Solved by HiGHS
-(``appsi_highs``). Its LP relaxation (``integer=False``) is the piecewise-linear interpolation, *not* the
+(``appsi_highs``); for the plain sum problem the δ are continuous, because that LP is integral. Its LP relaxation (``integer=False``) is the piecewise-linear interpolation, *not* the
 continuous relaxation of the model. For the sum problem the ranges are first tightened with the sum
 (``n_i ≤ η − Σ_{j≠i} lo_j``); the number of δ variables is limited by ``max_milp_vars``.
 
@@ -171,7 +171,12 @@ def build_pyomo_model(model, integer: bool = True, formulation: str = "minlp",
         ordered.append(bool(dif.size and np.any(dif < -1e-12 * np.maximum(np.abs(inc[:-1]), np.abs(inc[1:])))))
     idx = [(i, t) for i in range(k) for t in range(int(hi[i] - lo[i]))]
     m.D = pe.Set(initialize=idx, dimen=2, ordered=True)
-    m.delta = pe.Var(m.D, within=pe.Binary if integer else pe.UnitInterval, initialize=0)
+    # plain sum problem with non-decreasing increments: the LP relaxation is integral (SPEC §5), so the
+    # δ are continuous and the simplex vertex is checked for integrality by the caller
+    lp_exact = integer and isinstance(model, StratifiedDesign) and model.is_plain and not any(ordered)
+    m.lp_integral = pe.Param(initialize=bool(lp_exact), within=pe.Any, mutable=False)
+    binary = integer and not lp_exact
+    m.delta = pe.Var(m.D, within=pe.Binary if binary else pe.UnitInterval, initialize=0)
     by = {i: [] for i in range(k)}
     for (i, t) in idx:
         by[i].append(t)
@@ -183,8 +188,13 @@ def build_pyomo_model(model, integer: bool = True, formulation: str = "minlp",
                 m.order.add(m.delta[i, t] <= m.delta[i, t - 1])
     base = float(np.sum(d.terms(lo.astype(float))))
     inc_expr = sum(float(incs[i][t]) * m.delta[i, t] for (i, t) in idx)
+    # (the objective below is (inc_expr + base)/scale; m.g is the unscaled value)
     if isinstance(model, StratifiedDesign):
-        scale = _scale_guess(model)
+        # HiGHS's tolerances are absolute on reduced costs: scale by the typical increment, not by g
+        # (increments near the optimum are ~1e-8·g and would drown in a 1e-7 tolerance)
+        allinc = np.abs(np.concatenate(incs)) if incs else np.ones(1)
+        allinc = allinc[allinc > 0]
+        scale = float(np.median(allinc)) if allinc.size else 1.0
         m.objective_scale = pe.Param(initialize=scale, mutable=False)
         m.g = pe.Expression(expr=base + inc_expr)
         m.obj = pe.Objective(expr=(inc_expr + base) / scale, sense=pe.minimize)
@@ -214,6 +224,8 @@ def _option_map(solver: str, time_limit, mip_gap, integer: bool = True) -> dict:
         if time_limit is not None:
             opts["time_limit"] = float(time_limit)
         opts["mip_rel_gap"] = float(mip_gap or 0.0)
+        opts["primal_feasibility_tolerance"] = 1e-10
+        opts["dual_feasibility_tolerance"] = 1e-10
     elif solver == "ipopt":
         if time_limit is not None:
             opts["max_cpu_time"] = float(time_limit)
@@ -312,7 +324,16 @@ def _to_solution(model, m, integer, solver, formulation, status, msg, lb, mip_ga
     scale = float(pe.value(m.objective_scale))
     if integer:
         n = np.round(pt).astype(np.int64)
+        if formulation == "milp" and hasattr(m, "lp_integral") and pe.value(m.lp_integral) \
+                and np.any(np.abs(pt - n) > 1e-6):
+            return Solution(Status.ERROR, backend="pyomo", solver=solver, details=details,
+                            wall_time=time.perf_counter() - t0,
+                            message=f"{msg}; the incremental LP returned a fractional point (ties); "
+                                    "rerun with a model that has an extra constraint to force binaries")
         if not model.is_feasible(n, tol=1e-7):
+            if status == Status.TIME_LIMIT:
+                return Solution(Status.TIME_LIMIT, backend="pyomo", solver=solver, details=details,
+                                wall_time=time.perf_counter() - t0, message=f"{msg}; no incumbent")
             return Solution(Status.ERROR, backend="pyomo", solver=solver, details=details,
                             wall_time=time.perf_counter() - t0,
                             message=f"{msg}; the solver's rounded point {n.tolist()} is infeasible")
@@ -321,6 +342,10 @@ def _to_solution(model, m, integer, solver, formulation, status, msg, lb, mip_ga
         sol = model.make_solution(n=n, status=status, message=msg)
         if isinstance(model, StratifiedDesign) and model.is_plain:
             sol.certificate = model.certificate(n)
+            if status == Status.OPTIMAL and not sol.certificate.optimal:
+                # the solver's tolerances hid an improving exchange: do not claim optimality
+                sol.status = Status.FEASIBLE
+                sol.message = f"{msg}; solver claimed optimal but the exchange certificate fails"
         else:
             lbu = lb * scale if np.isfinite(lb) else float("nan")
             gap = (sol.objective - lbu) / abs(sol.objective) if np.isfinite(lbu) and sol.objective else float("nan")
