@@ -611,7 +611,7 @@ class HierarchyBudget(Model):
         else:
             step = 1e-16
             base = e
-            while self.objective_value(e) > self.mse_target and step < 1.0:
+            while self.objective_value(e) > self.mse_target and step < 1e6:
                 step *= 2.0
                 e = np.minimum(base * (1.0 + step), hi)
         return e
