@@ -216,6 +216,7 @@ def _option_map(solver: str, time_limit, mip_gap, integer: bool = True) -> dict:
     if solver == "scip":
         if time_limit is not None:
             opts["limits/time"] = float(time_limit)
+            opts["timing/clocktype"] = 2      # wall clock (the default CPU clock can stall while SCIP waits)
         opts["limits/gap"] = float(mip_gap or 0.0)
         # SCIP 10 symmetry detection treats x^-1 terms with different coefficients as symmetric and
         # returns wrong "optimal" answers on these models (seen on Chen Table 1, TuLap): switch it off
