@@ -92,11 +92,9 @@ def optimum_box(model: HierarchyBudget):
 
 @register("cvxpy", HierarchyBudget, "solve", _DESC)
 def solve_hierarchy_cvxpy(model: HierarchyBudget, solver: str | None = None, gap_tol: float = 1e-12,
-                          max_iter: int = 300, initial_cuts: int = 9, time_limit=None, **unknown) -> Solution:
+                          max_iter: int = 300, initial_cuts: int = 9, time_limit=None) -> Solution:
     """Options: ``solver`` (cvxpy LP solver name; default HIGHS, else CLARABEL), ``gap_tol`` (relative
     gap to stop at), ``max_iter`` (LP solves), ``initial_cuts`` (log-spaced cuts per level), ``time_limit``."""
-    if unknown:
-        raise TypeError(f"unknown option(s) for the cvxpy hierarchy backend: {', '.join(sorted(unknown))}")
     try:
         import cvxpy as cp
     except ImportError:  # pragma: no cover
@@ -221,6 +219,5 @@ def solve_hierarchy_cvxpy(model: HierarchyBudget, solver: str | None = None, gap
     return sol
 
 
-@register("cvxpy", HierarchyBudget, "relax", _DESC)
-def relax_hierarchy_cvxpy(model: HierarchyBudget, **options) -> Solution:
-    return solve_hierarchy_cvxpy(model, **options)
+# the hierarchy program is continuous: relax is the same as solve
+register("cvxpy", HierarchyBudget, "relax", _DESC)(solve_hierarchy_cvxpy)

@@ -199,11 +199,8 @@ def _make_feasible(model: HierarchyBudget, eps: np.ndarray) -> np.ndarray:
 
 
 @register("exact", HierarchyBudget, "solve", _DESCRIPTION)
-def solve_hierarchy(model: HierarchyBudget, tol: float = 1e-14, max_iter: int = 200, time_limit=None,
-                    **unknown) -> Solution:
+def solve_hierarchy(model: HierarchyBudget, tol: float = 1e-14, max_iter: int = 200, time_limit=None) -> Solution:
     """Exact KKT solve of program (6) or (7). Options: ``tol`` (outer relative tolerance), ``max_iter``."""
-    if unknown:
-        raise TypeError(f"unknown option(s) for the exact hierarchy backend: {', '.join(sorted(unknown))}")
     t0 = time.perf_counter()
     try:
         eps, passes, msg, iters = _solve(model, tol, max_iter)
@@ -220,7 +217,5 @@ def solve_hierarchy(model: HierarchyBudget, tol: float = 1e-14, max_iter: int = 
     return sol
 
 
-@register("exact", HierarchyBudget, "relax", _DESCRIPTION)
-def relax_hierarchy(model: HierarchyBudget, **options) -> Solution:
-    """The hierarchy program is already continuous: same as ``solve``."""
-    return solve_hierarchy(model, **options)
+# the hierarchy program is continuous: relax is the same as solve
+register("exact", HierarchyBudget, "relax", _DESCRIPTION)(solve_hierarchy)

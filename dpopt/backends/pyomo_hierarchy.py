@@ -42,11 +42,9 @@ def _level_data(model: HierarchyBudget, l: int, lo: float):
 @register("pyomo", HierarchyBudget, "solve", _DESC)
 def solve_hierarchy_pyomo(model: HierarchyBudget, solver: str = "scip_direct", time_limit=60.0,
                           gap: float = 1e-6, feastol: float = 1e-9, max_terms: int = 20000, tee: bool = False,
-                          gap_tol: float = 1e-6, **unknown) -> Solution:
+                          gap_tol: float = 1e-6) -> Solution:
     """Options: ``solver`` (``"scip_direct"``), ``time_limit`` (s), ``gap`` (SCIP limits/gap),
     ``feastol`` (SCIP numerics/feastol), ``max_terms`` (exponential terms allowed), ``tee``."""
-    if unknown:
-        raise TypeError(f"unknown option(s) for the pyomo hierarchy backend: {', '.join(sorted(unknown))}")
     try:
         import pyomo.environ as pe
         from pyomo.opt import TerminationCondition as TC
@@ -129,6 +127,5 @@ def solve_hierarchy_pyomo(model: HierarchyBudget, solver: str = "scip_direct", t
     return sol
 
 
-@register("pyomo", HierarchyBudget, "relax", _DESC)
-def relax_hierarchy_pyomo(model: HierarchyBudget, **options) -> Solution:
-    return solve_hierarchy_pyomo(model, **options)
+# the hierarchy program is continuous: relax is the same as solve
+register("pyomo", HierarchyBudget, "relax", _DESC)(solve_hierarchy_pyomo)

@@ -18,9 +18,7 @@ from ..result import Solution, Status
 
 @register("scipy", HierarchyBudget, "solve", "scipy.optimize (SLSQP)")
 def solve_hierarchy_scipy(model: HierarchyBudget, method: str = "SLSQP", ftol: float = 1e-15,
-                          max_iter: int = 500, gap_tol: float = 1e-6, time_limit=None, **unknown) -> Solution:
-    if unknown:
-        raise TypeError(f"unknown option(s) for the scipy hierarchy backend: {', '.join(sorted(unknown))}")
+                          max_iter: int = 500, gap_tol: float = 1e-6, time_limit=None) -> Solution:
     if method != "SLSQP":
         raise ValueError(f"method must be 'SLSQP' for the hierarchy model, got {method!r}")
     try:
@@ -93,6 +91,5 @@ def solve_hierarchy_scipy(model: HierarchyBudget, method: str = "SLSQP", ftol: f
     return sol
 
 
-@register("scipy", HierarchyBudget, "relax", "scipy.optimize (SLSQP)")
-def relax_hierarchy_scipy(model: HierarchyBudget, **options) -> Solution:
-    return solve_hierarchy_scipy(model, **options)
+# the hierarchy program is continuous: relax is the same as solve
+register("scipy", HierarchyBudget, "relax", "scipy.optimize (SLSQP)")(solve_hierarchy_scipy)
