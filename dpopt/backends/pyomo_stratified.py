@@ -221,6 +221,8 @@ def _option_map(solver: str, time_limit, mip_gap, integer: bool = True) -> dict:
         # SCIP 10 symmetry detection treats x^-1 terms with different coefficients as symmetric and
         # returns wrong "optimal" answers on these models (seen on Chen Table 1, TuLap): switch it off
         opts["misc/usesymmetry"] = 0
+        # more than 64 KB of SCIP log dead-locks pyomo's scip_direct output capture: keep SCIP quiet
+        opts["display/verblevel"] = 0
     elif solver == "highs":
         if time_limit is not None:
             opts["time_limit"] = float(time_limit)
