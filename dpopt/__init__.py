@@ -1,15 +1,46 @@
 """dpopt — mathematical programming for privacy-aware sampling designs and DP budget allocation.
 
-Models are declared once (``StratifiedDesign``, ...) and solved by any capable backend:
-``model.solve(backend="exact")`` (the default, no external solver), ``"pyomo"``, ``"cvxpy"``, ...
+Models are declared once and solved by any capable backend:
+``model.solve(backend="exact")`` (the default, no external solver), ``"pyomo"``, ``"cvxpy"``,
+``"scipy"``, ``"algorithm1"``, ``"enumerate"``. Every call returns a :class:`Solution`.
 """
 
 from . import privacy
+from .compare import CompareResult, compare
 from .models import Model, StratifiedDesign
+from .models.hierarchy import Hierarchy, HierarchyBudget, load_gapminder, toy_hierarchy, truncated_laplace_moments
+from .models.importance import (ImportanceSampling, amplified_loss, bisect_optimal_weights, calibrate_epsilon,
+                                calibrate_noise_scale, coreset_probabilities, linear_optimal_weights,
+                                uniform_probabilities)
+from .models.min_cost import MinCostDesign
+from .models.sample_size import (SampleSizeProgram, amplified_nominal_epsilon, epsilon_for_noise_ratio,
+                                 no_gain_bound, noise_ratio, q_bound, rate_for_q_bound)
 from .registry import available_backends
 from .result import Certificate, Solution, Status
+from .simulate.hierarchy import monte_carlo, release
+from .simulate.sample_size import simulate_sample_size, smooth_sensitivity_median
+
+
+def build_pyomo_model(model, **kw):
+    """Pyomo ConcreteModel of a stratified model (see dpopt.backends.pyomo_stratified)."""
+    from .backends.pyomo_stratified import build_pyomo_model as _build
+    return _build(model, **kw)
+
+
+def build_cvxpy_problem(model, **kw):
+    """cvxpy Problem and variables of a stratified model (see dpopt.backends.cvxpy_stratified)."""
+    from .backends.cvxpy_stratified import build_cvxpy_problem as _build
+    return _build(model, **kw)
+
 
 __version__ = "0.1.0"
 
-__all__ = ["privacy", "Model", "StratifiedDesign", "Solution", "Certificate", "Status", "available_backends",
-           "__version__"]
+__all__ = [
+    "privacy", "Model", "StratifiedDesign", "MinCostDesign", "Hierarchy", "HierarchyBudget", "SampleSizeProgram",
+    "ImportanceSampling", "Solution", "Certificate", "Status", "available_backends", "compare", "CompareResult",
+    "build_pyomo_model", "build_cvxpy_problem", "load_gapminder", "toy_hierarchy", "truncated_laplace_moments",
+    "release", "monte_carlo", "noise_ratio", "epsilon_for_noise_ratio", "q_bound", "rate_for_q_bound",
+    "no_gain_bound", "amplified_nominal_epsilon", "amplified_loss", "calibrate_epsilon", "calibrate_noise_scale",
+    "uniform_probabilities", "coreset_probabilities", "linear_optimal_weights", "bisect_optimal_weights",
+    "simulate_sample_size", "smooth_sensitivity_median", "__version__",
+]
