@@ -67,7 +67,8 @@ def test_noise_ratio_below_one_and_small_eps_expansion():
         assert np.all(r < 1) and np.all(r > q * q * (1 - 1e-12))
     # 1 - r ~ eps (1 - q)/q for small eps
     eps = 1e-8
-    assert 1 - noise_ratio(eps, 0.25) == pytest.approx(eps * 0.75 / 0.25, rel=1e-4)
+    deficit = 1 - noise_ratio(eps, 0.25)
+    assert deficit == pytest.approx(eps * 0.75 / 0.25, rel=1e-4)
     assert noise_ratio(1.0, 1.0) == pytest.approx(1.0, rel=1e-15)
 
 

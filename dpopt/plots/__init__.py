@@ -1,6 +1,17 @@
 """Figures (matplotlib is an optional extra: ``pip install "dpopt[plot]"``); one module per model family."""
 
 
+def pyplot():
+    """matplotlib.pyplot on the non-interactive Agg backend, or a clear error naming the extra."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:  # pragma: no cover - depends on the optional extra
+        raise ImportError('plotting needs matplotlib: pip install "dpopt[plot]"') from exc
+    return plt
+
+
 def figures() -> dict:
     """Every figure a ``dpopt.plots`` module offers in its ``FIGURES`` table (used by ``dpopt plot``)."""
     import pkgutil

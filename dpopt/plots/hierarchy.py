@@ -12,16 +12,9 @@ import numpy as np
 
 from ..models.hierarchy import HierarchyBudget, load_gapminder, toy_hierarchy
 from ..simulate.hierarchy import monte_carlo
+from . import pyplot as _pyplot
 
 
-def _pyplot():
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:  # pragma: no cover - optional extra
-        raise ImportError('plotting needs matplotlib: pip install "dpopt[plot]"') from exc
-    return plt
 
 
 def budget_path_data(hierarchy=None, eps_totals=None, **kw) -> dict:

@@ -13,16 +13,9 @@ import numpy as np
 from ..models.importance import ImportanceSampling, amplified_loss, uniform_probabilities
 from ..models.sample_size import (SampleSizeProgram, amplified_nominal_epsilon, epsilon_for_noise_ratio,
                                   q_bound)
+from . import pyplot as _pyplot
 
 
-def _pyplot():
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:  # pragma: no cover - depends on the optional extra
-        raise ImportError('plotting needs matplotlib: pip install "dpopt[plot]"') from exc
-    return plt
 
 
 def _save(fig, out_dir, name) -> Path:

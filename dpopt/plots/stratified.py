@@ -11,19 +11,12 @@ from pathlib import Path
 import numpy as np
 
 from ..models.stratified import StratifiedDesign
+from . import pyplot as _pyplot
 
 TABLE1 = dict(N=[7000, 8000, 9000, 10000], sigma2=[0.08, 0.08 ** 2, 0.08 ** 3, 0.08 ** 4], total=200)
 SECTION52 = dict(N=[1000, 2000, 3000], sigma2=[0.08, 0.08 ** 1.5, 0.08 ** 2], total=200)
 
 
-def _pyplot():
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:  # pragma: no cover - depends on the optional extra
-        raise ImportError('plotting needs matplotlib: pip install "dpopt[plot]"') from exc
-    return plt
 
 
 def variance_ratio_data(objective="mean", mechanisms=("laplace", "dlap", "tulap"), eps=None, setting=TABLE1):
