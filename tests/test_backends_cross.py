@@ -14,6 +14,7 @@ from dpopt.models.stratified import StratifiedDesign
 
 warnings.filterwarnings("ignore", message="Solution may be inaccurate")
 TL = 30.0
+HAS_IPOPT = "IPOPT" in __import__("cvxpy").installed_solvers()
 T1 = dict(N=[7000, 8000, 9000, 10000], sigma2=[0.08, 0.08 ** 2, 0.08 ** 3, 0.08 ** 4], total=200, objective="mean")
 
 
@@ -82,8 +83,13 @@ def test_enumerate_matches_exact(model):
 def test_relaxations_agree(model):
     ref = model.relax(backend="exact")
     assert ref.status == dpopt.Status.OPTIMAL
-    for backend, opts in (("cvxpy", {}), ("pyomo", {"solver": "scip", "time_limit": TL}), ("scipy", {}),
+    for backend, opts in (("cvxpy", {}), ("cvxpy", {"method": "cuts"}), ("cvxpy", {"method": "dnlp"}),
+                          ("pyomo", {"solver": "scip", "time_limit": TL}), ("scipy", {}),
                           ("scipy", {"method": "trust-constr"})):
+        if opts.get("method") == "dnlp" and not HAS_IPOPT:
+            continue
+        if opts.get("method") == "cuts" and model.mechanism.name != "laplace":
+            continue    # cuts are the no-IPOPT fallback for non-DCP mechanisms
         sol = model.relax(backend=backend, **opts)
         assert sol.status == dpopt.Status.OPTIMAL, (backend, sol.message)
         assert sol.objective == pytest.approx(ref.objective, rel=1e-6), (backend, opts)
@@ -160,3 +166,65 @@ def test_missing_capability_is_a_status():
     assert s.status == dpopt.Status.UNSUPPORTED
     s = m.relax(backend="pyomo", solver="highs")
     assert s.status == dpopt.Status.UNSUPPORTED and "relaxation" in s.message
+
+
+@pytest.mark.skipif(not HAS_IPOPT, reason="IPOPT (the ipopt extra) is not installed")
+@pytest.mark.parametrize("eps", [1e-3, 1.0, 30.0, 700.0])
+@pytest.mark.parametrize("mech,sens", [("laplace", 1.0), ("dlap", 2.0), ("tulap", 1.0)])
+def test_dnlp_relaxation_extreme_inputs(eps, mech, sens):
+    """cvxpy DNLP + IPOPT on ε up to 700 and N up to 3e8 agrees with the exact relaxation and certifies it."""
+    m = StratifiedDesign(N=[1000, 2000, 300_000_000], sigma2=[0.08, 0.0, 0.08 ** 2], total=2000, epsilon=eps,
+                         mechanism=mech, sensitivity=sens)
+    ref = m.relax(backend="exact")
+    sol = m.relax(backend="cvxpy", method="dnlp")
+    assert sol.status == dpopt.Status.OPTIMAL, sol.message
+    assert sol.certificate.kind == "gap" and sol.certificate.optimal
+    assert sol.certificate.lower_bound <= ref.objective * (1 + 1e-10)   # rounding in g(x) + ∇g·(y − x)
+    assert sol.objective == pytest.approx(ref.objective, rel=1e-7)
+
+
+@pytest.mark.skipif(not HAS_IPOPT, reason="IPOPT (the ipopt extra) is not installed")
+def test_dnlp_constrained_and_min_cost_relaxations():
+    """Laplace with a cost budget and its min-cost twin: DNLP agrees with SCIP and scipy; bounds are valid."""
+    m = StratifiedDesign(N=[1000, 2000, 3000], sigma2=[0.08, 0.08 ** 1.5, 0.08 ** 2], total=200, epsilon=1.0,
+                         mechanism="laplace").add_cost_budget([1.0, 2.0, 3.0], 400)
+    refs = [m.relax(backend="pyomo", time_limit=TL), m.relax(backend="scipy")]
+    sol = m.relax(backend="cvxpy")
+    assert sol.solver == "ipopt" and sol.status == dpopt.Status.OPTIMAL, sol.message
+    for r in refs:   # SCIP's spatial B&B stops at its own gap (~1e-7), so agreement is to 1e-6
+        assert sol.objective == pytest.approx(r.objective, rel=1e-6)
+        assert sol.objective <= r.objective * (1 + 1e-8)      # the certified point is no worse
+        assert sol.certificate.lower_bound <= r.objective * (1 + 1e-10)
+    mc = m.min_cost([1.0, 2.5, 4.0], 1.2 * sol.objective)
+    sol = mc.relax(backend="cvxpy")
+    assert sol.status == dpopt.Status.OPTIMAL, sol.message
+    ref = mc.relax(backend="scipy")
+    assert sol.objective == pytest.approx(ref.objective, rel=1e-9)
+    assert sol.certificate.lower_bound <= ref.objective * (1 + 1e-9)
+    # SCIP stops within its 1e-6 feasibility tolerance: a point violating g ≤ V0 is not reported optimal
+    scip = mc.relax(backend="pyomo", time_limit=TL)
+    assert scip.objective == pytest.approx(ref.objective, rel=1e-5)
+    if not mc.is_feasible(scip.x, tol=1e-8):
+        assert scip.status == dpopt.Status.FEASIBLE
+
+
+def test_linearisation_bound_is_valid_and_tight():
+    """The certificate's bound lies below the true optimum at any point, and meets it at the optimum."""
+    from dpopt.backends.cvxpy_stratified import linearisation_bound
+    m = StratifiedDesign(N=[60, 50, 40, 30], sigma2=[5.0, 1.0, 0.2, 0.05], total=70, epsilon=0.5,
+                         mechanism="laplace", lower=[1, 1, 12, 1], upper=[20, 50, 40, 30])
+    ref = m.relax(backend="exact")
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        y = rng.dirichlet(np.ones(4)) * 70
+        y = np.clip(y, m.lower, m.upper)
+        y *= 70 / y.sum()
+        if not (np.all(y >= m.lower) and np.all(y <= m.upper)):
+            continue
+        assert linearisation_bound(m, y) <= ref.objective * (1 + 1e-12)
+    assert linearisation_bound(m, ref.x) == pytest.approx(ref.objective, rel=1e-9)
+    # the greedy knapsack and the LP path give the same bound (a redundant constraint forces the LP)
+    c = StratifiedDesign(N=m.N, sigma2=m.sigma2, total=70, epsilon=0.5, mechanism="laplace", lower=m.lower,
+                         upper=m.upper).add_constraint([[1, 1, 1, 1]], [1000])
+    y = np.array([15.0, 30.0, 15.0, 10.0])
+    assert linearisation_bound(c, y) == pytest.approx(linearisation_bound(m, y), rel=1e-9)

@@ -6,18 +6,24 @@ DLap (Δ = 1) and TuLap are DCP: with q = n/N the term is ``f_i(n) = a_i/n + b_i
 variables. ``relax`` solves it with Clarabel; ``solve`` solves the integer design with SCIP (through
 cvxpy). The min-cost variant puts the same expression in the constraint ``g(n) ≤ V0``.
 
-Laplace (and DLap with Δ > 1, or a user mechanism) is not DCP. ``relax`` then uses a tangent-cut outer
-approximation of the separable objective (an LP re-solved with local refinement of the cut points);
-it reports the LP bound and the relative gap ``(g(x) − bound)/g(x)`` as a ``gap`` certificate and stops
-at ``gap_tol`` (default 1e-9; the LP is solved with HiGHS tolerances 1e-10). cvxpy's DNLP mode with IPOPT is not used in this version (IPOPT is not
-installed here); ``method="dnlp"`` answers ``unsupported``. Integer Laplace designs are ``unsupported``
-in this backend (use pyomo).
+Laplace (and DLap with Δ > 1) is not DCP. ``relax`` then uses cvxpy's DNLP mode with IPOPT when the
+optional extra is installed (``pip install "dpopt[ipopt]"``): the local budget is written in log-space as
+``L = logistic(log(cN) − log n)``, so ε up to 700 and N up to 1e9 stay finite. The objective is convex,
+so IPOPT's KKT point is the global optimum; the answer is nevertheless certified independently by the
+linearisation bound ``g(x) + min_{y feasible} ∇g(x)·(y − x)`` (exact greedy for the sum-and-bounds
+problem, an LP otherwise) and reported as a ``gap`` certificate. Without IPOPT, ``relax`` falls back to
+a tangent-cut outer approximation (an LP re-solved with local refinement of the cut points) that
+reports the LP bound and relative gap ``(g(x) − bound)/g(x)``, stopping at ``gap_tol`` (default 1e-9;
+the LP is solved with HiGHS tolerances 1e-10). ``method`` picks the route: "auto" (DCP, else DNLP,
+else cuts), "dcp", "dnlp" or "cuts". Integer Laplace designs are ``unsupported`` in this backend (use
+pyomo); user-defined mechanisms are not translated (use pyomo or scipy).
 """
 
 from __future__ import annotations
 
 import math
 import time
+import warnings
 
 import numpy as np
 
@@ -27,7 +33,8 @@ from ..registry import register
 from ..result import Certificate, Solution, Status
 from .enumerate import _term
 
-_DESCRIPTION = "cvxpy: DCP (DLap/TuLap) with Clarabel / SCIP; tangent cuts with a certified gap otherwise"
+_DESCRIPTION = ("cvxpy: DCP (DLap/TuLap) with Clarabel / SCIP; DNLP with IPOPT (extra) or tangent cuts with a "
+                "certified gap otherwise")
 
 
 class CvxpyUnsupported(ValueError):
@@ -52,22 +59,71 @@ def dcp_coefficients(d: StratifiedDesign):
     return a, b, const
 
 
-def build_cvxpy_problem(model, integer: bool = False):
-    """``(problem, {"n": variable})`` for a DLap/TuLap StratifiedDesign or MinCostDesign.
+def _noise_variance_expr(mech, L, sensitivity: float, large: bool = False):
+    """The mechanism's noise variance as a smooth cvxpy expression of the local budget L (DNLP).
 
-    The objective (sum problem) is divided by a positive constant, ``problem.objective_scale``-style
-    attribute ``variables["scale"]``; add constraints with ``cp.Problem(problem.objective,
-    problem.constraints + [...])``. Raises :class:`CvxpyUnsupported` for non-DCP mechanisms.
+    ``large=True`` promises L/Δ ≥ 1 on the domain, where the exponential form is exact and the sinh form
+    would overflow (ε up to 700).
+    """
+    import cvxpy as cp
+
+    if mech.name == "laplace":
+        return 2.0 * sensitivity ** 2 * cp.power(L, -2)
+    if mech.name in ("dlap", "tulap"):
+        t = L / sensitivity
+        if large:
+            v = 2.0 * cp.multiply(cp.exp(-t), cp.power(1.0 - cp.exp(-t), -2))
+        else:
+            # 2p/(1−p)² with p = e^{−t} equals 1/(2 sinh²(t/2)), free of the cancellation in 1 − p
+            from cvxpy.atoms.elementwise.hyperbolic import sinh   # a DNLP atom cvxpy does not export
+            v = 0.5 * cp.power(sinh(t / 2.0), -2)
+        return v + 1.0 / 12 if mech.name == "tulap" else v
+    raise CvxpyUnsupported(f"mechanism {mech.name!r} has no cvxpy expression (user-defined mechanisms are not "
+                           "translated; use the pyomo or scipy backend)")
+
+
+def _objective_expr(d: StratifiedDesign, n, form: str, upper=None):
+    """Σ f_i(n_i) as a cvxpy expression: DCP (inv_pos + linear) or DNLP (log-space local budget)."""
+    import cvxpy as cp
+
+    if form == "dcp":
+        a, b, const = dcp_coefficients(d)
+        return a @ cp.inv_pos(n) + b @ n + float(const.sum())
+    lcn = d.log_c + d.log_N
+    hi = d.N.astype(float) if upper is None else np.asarray(upper, dtype=float)
+    large = np.logaddexp(0.0, lcn - np.log(hi)) >= d.sensitivity   # L_i/Δ ≥ 1 on the whole range
+    parts = []
+    for flag in (False, True):
+        idx = np.flatnonzero(large == flag)
+        if idx.size == 0:
+            continue
+        m = n[idx]
+        L = cp.logistic(lcn[idx] - cp.log(m))
+        noise = _noise_variance_expr(d.mechanism, L, d.sensitivity, large=flag)
+        parts.append(cp.sum(cp.multiply(d.alpha2[idx], cp.multiply(d.sigma2[idx] + noise, cp.power(m, -1)))))
+    return parts[0] if len(parts) == 1 else parts[0] + parts[1]
+
+
+def build_cvxpy_problem(model, integer: bool = False, form: str = "dcp"):
+    """``(problem, {"n": variable, "scale": s, "g": expression})`` for a StratifiedDesign or MinCostDesign.
+
+    ``form="dcp"`` (DLap/TuLap with sensitivity 1; raises :class:`CvxpyUnsupported` otherwise) gives a DCP
+    problem for Clarabel or SCIP; ``form="dnlp"`` gives a smooth formulation of any built-in mechanism for
+    ``problem.solve(solver="IPOPT", nlp=True)`` (continuous only). The sum problem's objective is ``g/s``;
+    add constraints with ``cp.Problem(problem.objective, problem.constraints + [...])``.
     """
     import cvxpy as cp
 
     if not isinstance(model, (StratifiedDesign, MinCostDesign)):
         raise TypeError(f"model must be a StratifiedDesign or MinCostDesign, got {type(model).__name__}")
+    if form not in ("dcp", "dnlp"):
+        raise ValueError(f"form must be 'dcp' or 'dnlp', got {form!r}")
+    if form == "dnlp" and integer:
+        raise ValueError("form='dnlp' is continuous only (cvxpy's NLP mode has no integer variables)")
     d = _design(model)
-    a, b, const = dcp_coefficients(d)
     k = model.k
     n = cp.Variable(k, integer=bool(integer), name="n")
-    g = a @ cp.inv_pos(n) + b @ n + float(const.sum())
+    g = _objective_expr(d, n, form, upper=model.upper)
     cons = [n >= model.lower.astype(float), n <= model.upper.astype(float)]
     for con in model.constraints:
         lhs = con.A @ n
@@ -83,11 +139,73 @@ def build_cvxpy_problem(model, integer: bool = False):
         scale = float(np.sum(d.terms(x0)))
         prob = cp.Problem(cp.Minimize(g / scale), cons)
     else:
+        x0 = model.upper.astype(float)
         scale = 1.0
         V0 = model.variance_target
         cons.append(g / V0 <= model.variance_budget / V0)
         prob = cp.Problem(cp.Minimize(model.cost @ n), cons)
+    if form == "dnlp":
+        n.value = x0.astype(float)   # IPOPT's starting point
     return prob, {"n": n, "scale": scale, "g": g}
+
+
+def _linear_minimum(model, c, extra=None):
+    """min c·y over the model's polytope (plus ``extra(y)`` constraints): (value, y) or (nan, None).
+
+    The sum-and-bounds polytope is a continuous knapsack: filled greedily by increasing c, exactly.
+    """
+    lo, hi = model.lower.astype(float), model.upper.astype(float)
+    if extra is None and isinstance(model, StratifiedDesign) and model.is_plain:
+        y = lo.copy()
+        room = model.total - lo.sum()
+        for i in np.argsort(c, kind="stable"):
+            step = min(hi[i] - lo[i], room)
+            y[i] += step
+            room -= step
+            if room <= 0:
+                break
+        return float(c @ y), y
+    import cvxpy as cp
+
+    y = cp.Variable(model.k)
+    cons = [y >= lo, y <= hi]
+    for con in model.constraints:
+        lhs = con.A @ y
+        cons.append(lhs <= con.b if con.sense == "<=" else lhs >= con.b if con.sense == ">=" else lhs == con.b)
+    if isinstance(model, StratifiedDesign):
+        cons.append(cp.sum(y) == model.total)
+    if extra is not None:
+        cons += extra(y)
+    prob = cp.Problem(cp.Minimize(c @ y), cons)
+    solver = "HIGHS" if "HIGHS" in cp.installed_solvers() else "CLARABEL"
+    try:
+        prob.solve(solver=solver)
+    except Exception:  # a failed bound is reported as no bound, never as a crash
+        return float("nan"), None
+    if prob.status != "optimal" or y.value is None:
+        return float("nan"), None
+    return float(prob.value), np.asarray(y.value, dtype=float)
+
+
+def linearisation_bound(model, x) -> float:
+    """A lower bound on the continuous optimum from convexity of g at the point ``x``.
+
+    Sum problem: g(y) ≥ g(x) + ∇g(x)·(y − x), so ``g(x) + min_y ∇g(x)·(y − x)`` bounds g* from below
+    (the Frank–Wolfe gap). Min-cost: {g ≤ V0} lies inside the half-space {g(x) + ∇g(x)·(y − x) ≤ V0},
+    so the LP over that half-space bounds the minimum cost from below.
+    """
+    d = _design(model)
+    x = np.asarray(x, dtype=float)
+    grad = d.terms_derivative(x, 1)
+    if isinstance(model, StratifiedDesign):
+        val, _ = _linear_minimum(model, grad)
+        return model.objective_value(x) + val - float(grad @ x)
+    gx = float(np.sum(d.terms(x)))
+    rhs = model.variance_budget - gx + float(grad @ x)
+    unit = float(np.max(np.abs(grad))) or 1.0     # keep the LP row well scaled
+    val, _ = _linear_minimum(model, np.asarray(model.cost, dtype=float),
+                             extra=lambda y: [(grad / unit) @ y <= rhs / unit])
+    return val
 
 
 _STATUS = {"optimal": Status.OPTIMAL, "optimal_inaccurate": Status.FEASIBLE, "infeasible": Status.INFEASIBLE,
@@ -235,6 +353,48 @@ def _tangent_cuts(model: StratifiedDesign, time_limit, gap_tol: float, max_iter:
     return sol
 
 
+def _solve_dnlp(model, time_limit, gap_tol: float, t0) -> Solution:
+    """DNLP + IPOPT, certified by the linearisation bound."""
+    import cvxpy as cp
+
+    prob, var = build_cvxpy_problem(model, form="dnlp")
+    opts = {"tol": 1e-12, "acceptable_tol": 1e-10, "print_level": 0, "sb": "yes"}
+    if time_limit is not None:
+        opts["max_wall_time"] = float(time_limit)
+    try:
+        with warnings.catch_warnings():
+            # cvxpy cannot see that n ≥ lower ≥ 1 keeps every denominator positive
+            warnings.filterwarnings("ignore", message=".*denominator of a division")
+            prob.solve(solver="IPOPT", nlp=True, **opts)
+    except Exception as exc:  # solver faults become a status
+        return Solution(Status.ERROR, backend="cvxpy", solver="ipopt", wall_time=time.perf_counter() - t0,
+                        message=f"{type(exc).__name__}: {exc}")
+    val = var["n"].value
+    msg = f"IPOPT (cvxpy DNLP): {prob.status}"
+    if val is None or prob.status in ("infeasible", "infeasible_inaccurate", "unbounded"):
+        status = Status.INFEASIBLE if prob.status.startswith("infeasible") else Status.ERROR
+        return Solution(status, backend="cvxpy", solver="ipopt", message=msg, wall_time=time.perf_counter() - t0)
+    x = np.clip(np.asarray(val, dtype=float), model.lower, model.upper)
+    sol = model.make_solution(x=x, status=Status.FEASIBLE, message=msg)
+    lb = linearisation_bound(model, x)
+    gap = (sol.objective - lb) / abs(sol.objective) if np.isfinite(lb) and sol.objective else float("nan")
+    feasible = model.is_feasible(x, tol=1e-8)
+    certified = feasible and bool(gap <= gap_tol)
+    if certified:     # the bound proves optimality whatever IPOPT's own exit status
+        sol.status = Status.OPTIMAL
+    else:
+        if prob.status == "user_limit":
+            sol.status = Status.TIME_LIMIT
+            msg = "IPOPT (cvxpy DNLP) stopped at its time or iteration limit"
+        sol.message = f"{msg}; not certified (gap {gap:.2e}, feasible {feasible})"
+    sol.certificate = Certificate("gap", certified, lower_bound=lb, gap=gap, tolerance=gap_tol,
+                                  message="linearisation (Frank-Wolfe) bound at the IPOPT point")
+    sol.solver = "ipopt"
+    sol.details.update(lower_bound=lb, gap=gap)
+    sol.wall_time = time.perf_counter() - t0
+    return sol
+
+
 def _missing():
     try:
         import cvxpy  # noqa: F401
@@ -243,11 +403,18 @@ def _missing():
     return None
 
 
+def _has_ipopt() -> bool:
+    import cvxpy as cp
+    return "IPOPT" in cp.installed_solvers()
+
+
 def relax(model, time_limit: float | None = None, method: str = "auto", gap_tol: float = 1e-9,
           max_iter: int = 200) -> Solution:
-    """Continuous relaxation: DCP + Clarabel (DLap/TuLap), tangent cuts otherwise (sum problem)."""
+    """Continuous relaxation: DCP + Clarabel (DLap/TuLap), else DNLP + IPOPT, else tangent cuts."""
     t0 = time.perf_counter()
     _check(time_limit, method)
+    if not (isinstance(gap_tol, (int, float)) and 0 < gap_tol < 1):
+        raise ValueError(f"gap_tol must be a number in (0, 1), got {gap_tol!r}")
     miss = _missing()
     if miss:
         return miss
@@ -257,18 +424,24 @@ def relax(model, time_limit: float | None = None, method: str = "auto", gap_tol:
         dcp_ok, why = True, ""
     except CvxpyUnsupported as exc:
         dcp_ok, why = False, str(exc)
-    if method == "dnlp":
-        return Solution(Status.UNSUPPORTED, backend="cvxpy",
-                        message="cvxpy DNLP mode needs IPOPT, which this installation does not use; "
-                                "use method='cuts' or the pyomo/scipy backends")
     if method == "dcp" and not dcp_ok:
         return Solution(Status.UNSUPPORTED, backend="cvxpy", message=why)
     if dcp_ok and method in ("auto", "dcp"):
         return _solve_dcp(model, False, time_limit, t0)
+    if method == "dnlp" or (method == "auto" and _has_ipopt()):
+        if not _has_ipopt():
+            return Solution(Status.UNSUPPORTED, backend="cvxpy", solver="ipopt",
+                            message='cvxpy DNLP mode needs IPOPT: pip install "dpopt[ipopt]" '
+                                    "(or use method='cuts', or the pyomo/scipy backends)")
+        try:
+            _noise_variance_expr(d.mechanism, 1.0, d.sensitivity)
+        except CvxpyUnsupported as exc:
+            return Solution(Status.UNSUPPORTED, backend="cvxpy", solver="ipopt", message=str(exc))
+        return _solve_dnlp(model, time_limit, gap_tol=max(gap_tol, 1e-8), t0=t0)
     if isinstance(model, MinCostDesign):
         return Solution(Status.UNSUPPORTED, backend="cvxpy",
-                        message=f"{why}; tangent cuts are implemented for the sum problem only "
-                                "(use pyomo or scipy for the min-cost relaxation)")
+                        message=f"{why}; without IPOPT, tangent cuts cover the sum problem only "
+                                '(pip install "dpopt[ipopt]", or use pyomo or scipy for the min-cost relaxation)')
     return _tangent_cuts(model, time_limit, gap_tol, max_iter, t0)
 
 
