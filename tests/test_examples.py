@@ -27,6 +27,9 @@ def test_chen_figure_data_matches_paper_claims():
     assert np.allclose(d["dlap"], 1.0, atol=1e-3)
     assert d["tulap"][-1] == pytest.approx(4.08, abs=0.02)
     assert 2.2 < d["laplace"][2] < 2.5 and d["laplace"][-1] < 1.1
+    # Fig. 4 (A-optimal, naive = population-mean Neyman as in the authors' code): "up to 1.8" for 1 < ε < 10
+    d = figs.variance_ratio_data("a-optimal", mechanisms=("laplace",), eps=np.logspace(0, 1, 7), naive="neyman-mean")
+    assert 1.75 < d["laplace"].max() < 1.9
     # Fig. 5: at large ε the optimum approaches Neyman. As ε → 0 the Laplace term N²/n·2/L² tends
     # to 2n/c² + 2N/c + N²/(6n) + O(c), so the design tends to x ∝ N·sqrt(σ² + 1/6) (not plain
     # proportional, which is the σ² = 0 limit only).

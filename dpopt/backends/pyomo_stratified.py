@@ -307,6 +307,16 @@ def _run(model, integer: bool, solver: str, time_limit, mip_gap, formulation, te
     except PyomoUnsupported as exc:
         return Solution(Status.UNSUPPORTED, backend="pyomo", solver=solver, message=str(exc))
     build_time = time.perf_counter() - t0
+    if time_limit is not None:
+        # the limit covers the whole call: building counts, the solver gets what is left. (Pyomo's
+        # hand-over of a large model to the solver happens before the solver's clock starts and cannot be
+        # interrupted; its time is reported in details["load_and_solve_time"].)
+        if build_time >= time_limit:
+            return Solution(Status.TIME_LIMIT, backend="pyomo", solver=solver, wall_time=build_time,
+                            details={"formulation": formulation, "build_time": build_time},
+                            message=f"building the {formulation.upper()} took {build_time:.3g} s, beyond the "
+                                    f"time limit {time_limit:g} s (lower max_milp_vars to refuse such models early)")
+        time_limit = time_limit - build_time
     try:
         status, msg, lb = solve_pyomo_model(m, solver, time_limit, mip_gap, tee, integer)
     except Exception as exc:  # solver faults become a status
@@ -319,7 +329,8 @@ def _to_solution(model, m, integer, solver, formulation, status, msg, lb, mip_ga
     import pyomo.environ as pe
 
     vals = [m.n[i].value for i in range(model.k)]
-    details = {"formulation": formulation, "build_time": build_time}
+    details = {"formulation": formulation, "build_time": build_time,
+               "load_and_solve_time": time.perf_counter() - t0 - build_time}
     if any(v is None for v in vals) or status in (Status.INFEASIBLE, Status.ERROR, Status.UNSUPPORTED):
         return Solution(status, backend="pyomo", solver=solver, message=msg, details=details,
                         wall_time=time.perf_counter() - t0)

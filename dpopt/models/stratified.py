@@ -25,7 +25,7 @@ from ..result import Certificate, Solution
 from .base import Model
 
 OBJECTIVES = ("mean", "a-optimal", "unit-free")
-BASELINES = ("neyman", "proportional", "equal")
+BASELINES = ("neyman", "neyman-mean", "proportional", "equal")
 
 # Taylor coefficients of psi(y) = x³/(2Δ²)·v''(x) for the Laplace noise term v = 2Δ²/(x·L²),
 # L = log1p(y), y = cN/x. The closed form cancels like 1/y² for small y (the paper's eq. (11)
@@ -345,11 +345,13 @@ class StratifiedDesign(Model):
     def baseline(self, name: str = "neyman") -> np.ndarray:
         """Integer baseline design by largest-remainder rounding within the bounds.
 
-        ``"neyman"`` (x ∝ α σ), ``"proportional"`` (x ∝ N) or ``"equal"``.
+        ``"neyman"`` (x ∝ α σ, the no-noise optimum of this objective), ``"neyman-mean"`` (x ∝ N σ, the
+        population-mean Neyman design whatever the objective: Chen et al.'s naive design in Fig. 4),
+        ``"proportional"`` (x ∝ N) or ``"equal"``.
         """
         key = V.choice("baseline", name, BASELINES)
-        if key == "neyman":
-            w = self.alpha * np.sqrt(self.sigma2)
+        if key in ("neyman", "neyman-mean"):
+            w = (self.alpha if key == "neyman" else self.N) * np.sqrt(self.sigma2)
             if not np.any(w > 0):
                 raise ValueError("Neyman baseline is undefined when every sigma2 is 0")
         elif key == "proportional":
