@@ -179,6 +179,9 @@ def solve_stratified(model: StratifiedDesign, max_candidates: int = DEFAULT_MAX_
     else:
         status, msg = Status.OPTIMAL, (f"exhaustive search of {count} candidates in the corrected radius "
                                        f"r = {r:.4g} (λ = {lam:.4g})")
+    convex, why = model.convexity_verified()
+    if status == Status.OPTIMAL and not convex:
+        status, msg = Status.FEASIBLE, f"{msg}; not proven optimal: {why}"
     cert = model.certificate(n_best)
     sol = model.make_solution(n=n_best, status=status, certificate=cert, message=msg)
     sol.details.update(details)

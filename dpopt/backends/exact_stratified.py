@@ -289,10 +289,15 @@ def solve_stratified(model: StratifiedDesign, rtol: float = 1e-10, time_limit: f
     cert = model.certificate(n, rtol=max(rtol, 1e-10) * 10)
     lb = dual_bound(model, mu, x_mu)
     cert.lower_bound = lb
+    msg = "marginal allocation with Lagrangian start; exchange certificate " + ("holds" if cert.optimal else "FAILS")
+    convex, why = model.convexity_verified()
+    if cert.optimal and not convex:
+        # without discrete convexity the exchange test proves a local optimum only
+        cert.optimal = False
+        cert.message = f"{cert.message}; local only: {why}"
+        msg = f"exchange-stable design, not proven optimal: {why} (use enumerate or pyomo highs)"
     sol = model.make_solution(n=n, status=Status.OPTIMAL if cert.optimal else Status.FEASIBLE,
-                              certificate=cert,
-                              message="marginal allocation with Lagrangian start; exchange certificate "
-                                      + ("holds" if cert.optimal else "FAILS"))
+                              certificate=cert, message=msg)
     sol.details.update(lower_bound=lb, integrality_gap=(sol.objective - lb) / abs(sol.objective) if sol.objective else 0.0,
                        multiplier=-mu, kkt_iterations=it, fill_rounds=fill_rounds,
                        exchange_rounds=ex_rounds, exchange_moves=moves)
