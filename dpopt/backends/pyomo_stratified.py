@@ -29,6 +29,7 @@ default 0 = proven optimum), ``formulation`` (default: "minlp" for SCIP/IPOPT, "
 from __future__ import annotations
 
 import math
+import logging
 import time
 
 import numpy as np
@@ -250,11 +251,19 @@ def solve_pyomo_model(m, solver: str = "scip", time_limit: float | None = None, 
     if not opt.available(exception_flag=False):
         return Status.UNSUPPORTED, f"Pyomo solver {name!r} is not available (install it to use solver={solver!r})", \
             float("nan")
-    results = opt.solve(m, load_solutions=False, tee=tee, options=_option_map(solver, time_limit, mip_gap, integer))
-    tc = results.solver.termination_condition
-    has_point = len(results.solution) > 0
-    if has_point:
-        m.solutions.load_from(results)
+    # a time-limited solve is reported through Status; Pyomo's own 'aborted status' log warning is noise here
+    log = logging.getLogger("pyomo.core")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        results = opt.solve(m, load_solutions=False, tee=tee,
+                            options=_option_map(solver, time_limit, mip_gap, integer))
+        tc = results.solver.termination_condition
+        has_point = len(results.solution) > 0
+        if has_point:
+            m.solutions.load_from(results)
+    finally:
+        log.setLevel(level)
     try:
         lb = float(results.problem.lower_bound)
     except (TypeError, ValueError, AttributeError):
