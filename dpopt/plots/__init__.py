@@ -12,6 +12,17 @@ def pyplot():
     return plt
 
 
+def save(fig, out_dir, name: str):
+    """Write ``fig`` as ``out_dir/name`` (PNG, tight layout), close it and return the path."""
+    from pathlib import Path
+
+    path = Path(out_dir) / name
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    pyplot().close(fig)
+    return path
+
+
 def figures() -> dict:
     """Every figure a ``dpopt.plots`` module offers in its ``FIGURES`` table (used by ``dpopt plot``)."""
     import pkgutil

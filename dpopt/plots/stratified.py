@@ -12,9 +12,21 @@ import numpy as np
 
 from ..models.stratified import StratifiedDesign
 from . import pyplot as _pyplot
+from . import save as _save
 
 TABLE1 = dict(N=[7000, 8000, 9000, 10000], sigma2=[0.08, 0.08 ** 2, 0.08 ** 3, 0.08 ** 4], total=200)
 SECTION52 = dict(N=[1000, 2000, 3000], sigma2=[0.08, 0.08 ** 1.5, 0.08 ** 2], total=200)
+
+
+def section54(k: int, total: int, epsilon: float = 1.0, mechanism: str = "laplace") -> StratifiedDesign:
+    """Chen et al. §5.4 timing setting: N_i = 10000 + 1000(k + 1 − i), σ_i² = 0.08^(1 + i/10), mean objective.
+
+    (The formula of the authors' code; the paper's text misprints it except at k = 10.)
+    """
+    i = np.arange(1, k + 1)
+    return StratifiedDesign(N=10000 + 1000 * (k + 1 - i), sigma2=0.08 ** (1 + i / 10), total=total,
+                            epsilon=epsilon, mechanism=mechanism, objective="mean",
+                            name=f"Chen et al. §5.4, k = {k}, eta = {total}")
 
 
 
@@ -78,11 +90,7 @@ def figure_variance_ratio(out_dir, objective="mean", quick=False) -> Path:
     ax.set_title(f"Variance ratio, {title} (Chen et al. Fig. {3 if objective == 'mean' else 4})")
     ax.legend()
     ax.grid(alpha=0.3)
-    path = Path(out_dir) / f"chen_fig{3 if objective == 'mean' else 4}_variance_ratio_{objective}.png"
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, out_dir, f"chen_fig{3 if objective == 'mean' else 4}_variance_ratio_{objective}.png")
 
 
 def figure_design_path(out_dir, quick=False) -> Path:
@@ -98,11 +106,7 @@ def figure_design_path(out_dir, quick=False) -> Path:
     ax.set_title("Optimal design between no-noise (:) and pure-noise (--) (Fig. 5)")
     ax.legend()
     ax.grid(alpha=0.3)
-    path = Path(out_dir) / "chen_fig5_design_path.png"
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, out_dir, "chen_fig5_design_path.png")
 
 
 def figure_misspecification(out_dir, quick=False) -> Path:
@@ -116,11 +120,78 @@ def figure_misspecification(out_dir, quick=False) -> Path:
     ax.set_title("Sensitivity to misspecified σ² (Chen et al. Fig. 6)")
     ax.legend()
     ax.grid(alpha=0.3)
-    path = Path(out_dir) / "chen_fig6_misspecification.png"
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, out_dir, "chen_fig6_misspecification.png")
+
+
+TIMING_ROUTES = {"exact": {"backend": "exact"}, "algorithm1": {"backend": "algorithm1"},
+                 "pyomo-scip": {"backend": "pyomo", "solver": "scip"}}
+
+
+def timing_data(cases, time_limit: float = 20.0, routes=tuple(TIMING_ROUTES)) -> dict:
+    """Wall time of each route on §5.4 instances ``cases = [(k, eta), ...]`` (paper Figures 7 and 8).
+
+    Returns ``{route: [(k, eta, seconds, status, objective), ...]}``. A route that hits ``time_limit`` is
+    not run on the following (larger) cases of the list; a refusal (``unsupported``) does not stop it.
+    """
+    import time as _time
+
+    out = {r: [] for r in routes}
+    stopped = set()
+    for k, eta in cases:
+        model = section54(k, eta)
+        for r in routes:
+            if r in stopped:
+                continue
+            opts = dict(TIMING_ROUTES[r])
+            backend = opts.pop("backend")
+            if backend != "exact":
+                opts["time_limit"] = time_limit
+            t0 = _time.perf_counter()
+            sol = model.solve(backend=backend, **opts)
+            dt = _time.perf_counter() - t0
+            out[r].append((k, eta, dt, sol.status.value, sol.objective))
+            if sol.status.value in ("time_limit", "error"):
+                stopped.add(r)
+    return out
+
+
+def _figure_timing(out_dir, data, axis: str, title: str, name: str) -> Path:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    col = 1 if axis == "eta" else 0
+    for r, rows in data.items():
+        ok = [(row[col], row[2]) for row in rows if row[3] == "optimal"]
+        bad = [(row[col], row[2]) for row in rows if row[3] != "optimal"]
+        line, = ax.plot(*zip(*ok), marker="o", label=r) if ok else ax.plot([], [], marker="o", label=r)
+        if bad:
+            ax.plot(*zip(*bad), ls="none", marker="x", ms=9, color=line.get_color())
+    if axis == "eta":
+        ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("η (total sample size)" if axis == "eta" else "k (strata)")
+    ax.set_ylabel("wall time (s); × = not proven optimal")
+    ax.set_title(title)
+    ax.legend()
+    ax.grid(alpha=0.3, which="both")
+    return _save(fig, out_dir, name)
+
+
+def timing_cases(axis: str, quick: bool = False) -> list:
+    """The (k, η) grid of Figure 7 (``axis="eta"``: k = 10) or Figure 8 (``axis="k"``: η = 1000)."""
+    if axis == "eta":
+        return [(10, e) for e in ([30, 100] if quick else [30, 100, 300, 1000, 3000, 10 ** 4, 10 ** 5, 10 ** 6])]
+    return [(k, 100 if quick else 1000) for k in ([2, 4] if quick else range(2, 27, 2))]
+
+
+def figure_timing_eta(out_dir, quick=False, data=None) -> Path:
+    data = data or timing_data(timing_cases("eta", quick), time_limit=2.0 if quick else 20.0)
+    return _figure_timing(out_dir, data, "eta", "Time versus η, k = 10 (Chen et al. Fig. 7)", "chen_fig7_time_vs_eta.png")
+
+
+def figure_timing_k(out_dir, quick=False, data=None) -> Path:
+    data = data or timing_data(timing_cases("k", quick), time_limit=2.0 if quick else 20.0)
+    eta = next(iter(data.values()))[0][1]
+    return _figure_timing(out_dir, data, "k", f"Time versus k, η = {eta} (Chen et al. Fig. 8)", "chen_fig8_time_vs_k.png")
 
 
 #: figures offered by ``dpopt plot NAME``: name -> function(out_dir, quick) -> Path
@@ -129,4 +200,6 @@ FIGURES = {
     "chen-fig4": lambda out, quick=False: figure_variance_ratio(out, "a-optimal", quick),
     "chen-fig5": figure_design_path,
     "chen-fig6": figure_misspecification,
+    "chen-fig7": figure_timing_eta,
+    "chen-fig8": figure_timing_k,
 }
