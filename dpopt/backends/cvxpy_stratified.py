@@ -257,10 +257,7 @@ def _solve_dcp(model, integer: bool, time_limit, t0) -> Solution:
                             message=f"{msg}; rounded point {n.tolist()} is infeasible")
         sol = model.make_solution(n=n, status=status, message=msg)
         if isinstance(model, StratifiedDesign) and model.is_plain:
-            sol.certificate = model.certificate(n)
-            if status == Status.OPTIMAL and not sol.certificate.optimal:
-                sol.status = Status.FEASIBLE
-                sol.message = f"{msg}; solver claimed optimal but the exchange certificate fails"
+            model.attach_certificate(sol)
     else:
         x = np.clip(np.asarray(val, dtype=float), model.lower, model.upper)
         sol = model.make_solution(x=x, status=status, message=msg)

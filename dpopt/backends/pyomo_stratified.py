@@ -364,11 +364,7 @@ def _to_solution(model, m, integer, solver, formulation, status, msg, lb, mip_ga
             status = Status.FEASIBLE
         sol = model.make_solution(n=n, status=status, message=msg)
         if isinstance(model, StratifiedDesign) and model.is_plain:
-            sol.certificate = model.certificate(n)
-            if status == Status.OPTIMAL and not sol.certificate.optimal:
-                # the solver's tolerances hid an improving exchange: do not claim optimality
-                sol.status = Status.FEASIBLE
-                sol.message = f"{msg}; solver claimed optimal but the exchange certificate fails"
+            model.attach_certificate(sol)
         else:
             lbu = lb * scale if np.isfinite(lb) else float("nan")
             gap = (sol.objective - lbu) / abs(sol.objective) if np.isfinite(lbu) and sol.objective else float("nan")

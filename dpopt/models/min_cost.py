@@ -85,12 +85,7 @@ class MinCostDesign(Model):
 
     def add_constraint(self, A, b, sense: str = "<=", name: str = "") -> "MinCostDesign":
         """Add linear constraints ``A n (sense) b`` (validated as in StratifiedDesign). Returns self."""
-        # validate through a scratch copy of the design's checker, without touching the design
-        scratch = StratifiedDesign.__new__(StratifiedDesign)
-        scratch.N = self.design.N
-        scratch.constraints = []
-        StratifiedDesign.add_constraint(scratch, A, b, sense, name or f"c{len(self.constraints)}")
-        self.constraints.append(scratch.constraints[0])
+        self.constraints.append(LinearConstraint.make(self.k, A, b, sense, name or f"c{len(self.constraints)}"))
         return self
 
     # ------------------------------------------------------------------ evaluation

@@ -21,7 +21,7 @@ from scipy.special import expit
 from .. import _validate as V
 from ..privacy.amplification import log_expm1
 from ..privacy.mechanisms import Mechanism, get_mechanism
-from ..result import Certificate, Solution
+from ..result import Certificate, Solution, Status
 from .base import Model
 
 OBJECTIVES = ("mean", "a-optimal", "unit-free")
@@ -53,6 +53,19 @@ class LinearConstraint:
         if self.sense == ">=":
             return self.b - lhs
         return np.abs(lhs - self.b)
+
+    @classmethod
+    def make(cls, k: int, A, b, sense: str = "<=", name: str = "") -> "LinearConstraint":
+        """A validated constraint on a design of ``k`` strata (clear errors naming A, b or sense)."""
+        A = np.atleast_2d(V._as_float_array("A", A))
+        if A.shape[1] != k:
+            raise ValueError(f"A must have {k} columns (one per stratum), got shape {A.shape}")
+        if not np.all(np.isfinite(A)):
+            raise ValueError("A must be finite")
+        b = V.vector("b", np.atleast_1d(b), length=A.shape[0])
+        if sense not in ("<=", ">=", "=="):
+            raise ValueError(f"sense must be '<=', '>=' or '==', got {sense!r}")
+        return cls(A, b, sense, name)
 
 
 class StratifiedDesign(Model):
@@ -132,15 +145,7 @@ class StratifiedDesign(Model):
     # ------------------------------------------------------------------ custom constraints
     def add_constraint(self, A, b, sense: str = "<=", name: str = "") -> "StratifiedDesign":
         """Add linear constraints ``A n (sense) b`` (e.g. a cost budget ``c @ n <= C``). Returns self."""
-        A = np.atleast_2d(V._as_float_array("A", A))
-        if A.shape[1] != self.k:
-            raise ValueError(f"A must have {self.k} columns (one per stratum), got shape {A.shape}")
-        if not np.all(np.isfinite(A)):
-            raise ValueError("A must be finite")
-        b = V.vector("b", np.atleast_1d(b), length=A.shape[0])
-        if sense not in ("<=", ">=", "=="):
-            raise ValueError(f"sense must be '<=', '>=' or '==', got {sense!r}")
-        self.constraints.append(LinearConstraint(A, b, sense, name or f"c{len(self.constraints)}"))
+        self.constraints.append(LinearConstraint.make(self.k, A, b, sense, name or f"c{len(self.constraints)}"))
         return self
 
     def add_cost_budget(self, cost, budget) -> "StratifiedDesign":
@@ -331,6 +336,20 @@ class StratifiedDesign(Model):
         slack = min_right - max_left
         return Certificate("exchange", bool(slack >= -rtol * scale), slack=slack, tolerance=rtol,
                            message=f"max removal gain {max_left:.6e}, min addition cost {min_right:.6e}")
+
+    def attach_certificate(self, sol: Solution) -> Solution:
+        """Attach the exchange certificate to a solver's integer answer of the sum-and-bounds problem.
+
+        A claimed optimum the certificate refutes becomes ``feasible``: the solver's tolerances hid an
+        improving exchange.
+        """
+        if not self.is_plain or sol.n is None:
+            return sol
+        sol.certificate = self.certificate(sol.n)
+        if sol.status == Status.OPTIMAL and not sol.certificate.optimal:
+            sol.status = Status.FEASIBLE
+            sol.message = f"{sol.message}; solver claimed optimal but the exchange certificate fails"
+        return sol
 
     def convexity_verified(self, max_points: int = 5_000_000) -> tuple[bool | None, str]:
         """Are the terms discretely convex (non-decreasing increments d_i) on every stratum's range?
