@@ -43,6 +43,29 @@ def simulation_data(hierarchy=None, epsilon_total=1.0, trials=20000, seed=0, **k
             "consistent": monte_carlo(h, eps, trials, seed, consistency=True)}
 
 
+def _small_tree():
+    """A 3-level tree with a zero count (truncation bias is visible): 12; 7, 5; 3, 4 | 0, 5."""
+    from ..models.hierarchy import Hierarchy
+    return Hierarchy.from_levels([[12], [7, 5], [3, 4, 0, 5]], [None, [0, 0], [0, 0, 1, 1]])
+
+
+def bias_variance_data(hierarchy=None, epsilon_total=0.01, trials=20000, seed=0, **kw) -> dict:
+    """Paper Fig. 3: Monte Carlo bias² and variance per level of the optimal and the uniform split,
+    without ("plain") and with top-down consistency ("consistent"), plus the closed forms (no consistency).
+
+    Default data: Gapminder 2007 populations in thousands at ε_total = 0.01 (``models/ko_gapminder_2007.toml``),
+    standing in for the paper's Census blocks (unavailable)."""
+    h = hierarchy or load_gapminder(2007, 1000.0)
+    model = HierarchyBudget(h, epsilon_total, **kw)
+    name = h.name + (" (thousands)" if hierarchy is None else "")
+    out = {"epsilon_total": float(epsilon_total), "name": name, "trials": int(trials)}
+    for key, eps in (("optimal", model.solve().epsilon), ("uniform", model.uniform_split())):
+        out[key] = {"epsilon": np.asarray(eps, dtype=float), "closed_form": model.level_breakdown(eps),
+                    "plain": monte_carlo(h, eps, trials, seed, consistency=False),
+                    "consistent": monte_carlo(h, eps, trials, seed, consistency=True)}
+    return out
+
+
 def _save(fig, plt, out_dir, name) -> Path:
     path = Path(out_dir) / name
     fig.tight_layout()
@@ -85,8 +108,7 @@ def figure_mse_levels(out_dir, quick=False, hierarchy=None) -> Path:
 
 def figure_simulation(out_dir, quick=False, hierarchy=None) -> Path:
     if hierarchy is None:
-        from ..models.hierarchy import Hierarchy
-        hierarchy = Hierarchy.from_levels([[12], [7, 5], [3, 4, 0, 5]], [None, [0, 0], [0, 0, 1, 1]])
+        hierarchy = _small_tree()
     d = simulation_data(hierarchy, 1.0, trials=2000 if quick else 50000)
     plt = _pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(9, 4))
@@ -104,8 +126,37 @@ def figure_simulation(out_dir, quick=False, hierarchy=None) -> Path:
     return _save(fig, plt, out_dir, "ko_simulated_vs_closed_form.png")
 
 
+def figure_bias_variance(out_dir, quick=False, hierarchy=None, data=None) -> Path:
+    """Paper Fig. 3 analogue; ``data`` (from :func:`bias_variance_data`) skips the simulation."""
+    if data is not None:
+        d = data
+    elif hierarchy is None and quick:
+        d = bias_variance_data(_small_tree(), 1.0, trials=2000)
+    else:
+        d = bias_variance_data(hierarchy, trials=50000)
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(9, 4))
+    x = np.arange(2)
+    for ax, key in zip(axes, ("bias2", "variance")):
+        allv = []
+        for k, (alloc, colour) in enumerate((("uniform", "C1"), ("optimal", "C0"))):
+            vals = [max(float(np.sum(d[alloc][mode][key])), 1e-12) for mode in ("plain", "consistent")]
+            allv += vals
+            ax.bar(x + (k - 0.5) * 0.38, vals, 0.38, color=colour, label=alloc)
+        ax.set_yscale("log")
+        ax.set_ylim(min(allv) / 10, max(allv) * 30)
+        ax.set_xticks(x)
+        ax.set_xticklabels(["no consistency", "top-down consistency"])
+        ax.set_title(f"{'Bias²' if key == 'bias2' else 'Variance'} (sum over all nodes)")
+    axes[0].legend(loc="upper right", fontsize=8)
+    fig.suptitle(f"Optimal vs uniform split, ε_total = {d['epsilon_total']:g} ({d['name'] or 'tree'}; "
+                 f"{d['trials']} releases)", fontsize=9)
+    return _save(fig, plt, out_dir, "ko_fig3_bias_variance.png")
+
+
 FIGURES = {
     "ko-budget-path": figure_budget_path,
     "ko-mse-levels": figure_mse_levels,
     "ko-simulation": figure_simulation,
+    "ko-fig3": figure_bias_variance,
 }
