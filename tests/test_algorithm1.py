@@ -100,3 +100,39 @@ def test_constrained_is_refused():
     m = StratifiedDesign(N=[30, 40], sigma2=[1, 2], total=20, epsilon=1.0).add_cost_budget([1, 2], 30)
     sol = m.solve(backend="algorithm1")
     assert sol.status == dpopt.Status.UNSUPPORTED and "sum-and-bounds" in sol.message
+
+
+def _section54(k, eta, scale=1):
+    i = np.arange(1, k + 1)
+    return StratifiedDesign(N=(10000 + 1000 * (k + 1 - i)) * scale, sigma2=0.08 ** (1 + i / 10), total=eta,
+                            epsilon=1.0, mechanism="laplace", objective="mean")
+
+
+@pytest.mark.parametrize("eta, scale", [(10 ** 6, 10), (10 ** 7, 100)])
+def test_large_eta_radius_is_not_inflated_by_rounding(eta, scale):
+    """At η = 10⁷ g ≈ 3·10⁷ while g(n_init) − g(x*) ≈ 10⁻⁷: a margin proportional to |g| (rather than to
+    the rounding of the per-stratum differences and x*'s KKT slack) blew r up to ~15 and 10¹³ candidates."""
+    model = _section54(10, eta, scale)
+    sol = model.solve(backend="algorithm1")
+    assert sol.status == dpopt.Status.OPTIMAL and sol.r < 3
+    assert np.array_equal(sol.n, model.solve(backend="exact").n)
+    # the radius still contains every design that beats n_init: brute force over a wider cube
+    xs, r = sol.x_star, sol.r
+    g_init = float(np.sum(model.terms(sol.n_init)))
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        n = np.round(xs + rng.uniform(-2 * r - 2, 2 * r + 2, size=10)).astype(np.int64)
+        n[-1] = eta - n[:-1].sum()
+        if np.sum(model.terms(n)) < g_init:
+            assert np.max(np.abs(n - xs)) <= r + 1e-9
+
+
+def test_hessian_bound_uses_sum_tightened_bounds():
+    """Every feasible n has n_i ≤ η − Σ_{j≠i} lo_j: λ over an unbounded radius is min_i f_i'' there, not at
+    N_i (where, at η = 30 over strata of ~15 000, the Hessian is ~10⁷ times smaller)."""
+    model = _section54(10, 30)
+    xs = model.relax().x
+    top = np.minimum(model.upper, 30 - (model.lower.sum() - model.lower)).astype(float)
+    assert np.all(top == 21)
+    assert _hess_min(model, xs, 1e9) == pytest.approx(np.min(model.terms_derivative(top, 2)), rel=1e-12)
+    assert _hess_min(model, xs, 1e9) > 1e5 * np.min(model.terms_derivative(model.upper.astype(float), 2))

@@ -6,7 +6,8 @@ Steps (plain sum-and-bounds StratifiedDesign only):
     ``{⌊x_i*⌋, ⌈x_i*⌉}`` of all coordinates but one (the widest), the last one implied by the sum; the
     infeasible ones are skipped, and if none is feasible a largest-remainder rounding of x* within the
     bounds is used instead.
-(b) radius ``r = sqrt(2 (g(n_init) − g(x*)) / λ)``. **Correction**: λ must lower-bound the Hessian
+(b) radius ``r = sqrt(2 (g(n_init) − g(x*)) / λ)`` (widened by x*'s measured KKT slack and by a bound
+    on the rounding of g, since x* is a numerical solution). **Correction**: λ must lower-bound the Hessian
     on the whole search region, not only at x* (the paper's choice): the diagonal f_i'' is decreasing in
     x_i, so λ(r) = min_i f_i''(min(x_i* + r, hi_i)), and r ← r(λ(r)) is iterated until it stops growing
     (a fixed point r ≥ r(λ(r)) is valid: along any ray from x* the objective rises by at least λ r²/2
@@ -37,9 +38,19 @@ _DESCRIPTION = "Chen-Pasupathy-Awan Algorithm 1 with the corrected radius (expon
 DEFAULT_MAX_CANDIDATES = 50_000_000
 
 
+def feasible_bounds(model: StratifiedDesign):
+    """Bounds every feasible design obeys: the box tightened by the sum, e.g. n_i ≤ η − Σ_{j≠i} lo_j.
+
+    For small η this keeps the region on which λ must bound the Hessian (and the cube) far smaller than
+    the box up to N_i."""
+    lo, hi = model.lower.astype(np.int64), model.upper.astype(np.int64)
+    eta = int(model.total)
+    return np.maximum(lo, eta - (hi.sum() - hi)), np.minimum(hi, eta - (lo.sum() - lo))
+
+
 def _hess_min(model: StratifiedDesign, xs: np.ndarray, r: float) -> float:
-    """min_i f_i'' over [max(x_i*−r, lo_i), min(x_i*+r, hi_i)], using that f_i'' is decreasing."""
-    lo, hi = model.lower.astype(float), model.upper.astype(float)
+    """min_i f_i'' over [max(x_i*−r, lo_i), min(x_i*+r, hi_i)] (feasible bounds), f_i'' being decreasing."""
+    lo, hi = (b.astype(float) for b in feasible_bounds(model))
     right = np.minimum(xs + r, hi)
     left = np.maximum(xs - r, lo)
     # the right end is the minimiser by monotonicity; the left end is a cheap guard
@@ -47,28 +58,48 @@ def _hess_min(model: StratifiedDesign, xs: np.ndarray, r: float) -> float:
     return float(np.min(h))
 
 
-def _radius(dg: float, lam: float) -> float:
-    if dg <= 0:
+def _radius(dg: float, lam: float, rho: float = 0.0) -> float:
+    """Largest d with λd²/2 − ρd ≤ dg: the paper's sqrt(2 dg/λ) when x* is an exact KKT point (ρ = 0)."""
+    if dg <= 0 and rho <= 0:
         return 0.0
     if not lam > 0:
         return math.inf
-    return math.sqrt(2.0 * dg / lam)
+    return (rho + math.sqrt(rho * rho + 2.0 * lam * max(dg, 0.0))) / lam
 
 
-def corrected_radius(model: StratifiedDesign, xs: np.ndarray, dg: float, max_iter: int = 200):
-    """(r, λ, iterations): the fixed point of r ← sqrt(2 dg / λ(r)) started from λ at x*."""
+def kkt_slack(model: StratifiedDesign, xs: np.ndarray, multiplier: float | None):
+    """(ρ, c) with ∇g(x*)·(n − x*) ≥ −ρ‖n − x*‖₂ − c for every n in the box with Σ n = η.
+
+    x* comes from a numerical solve, so its KKT conditions hold only to rounding: with μ the multiplier,
+    ∇g·(n − x*) = Σ (f_i' + μ)(n_i − x_i*) − μ(η − Σ x*); a coordinate at its lower (upper) bound can only
+    move up (down), so only the wrong-signed part of f_i' + μ counts there."""
+    d1 = model.terms_derivative(xs, 1)
+    lo, hi = model.lower.astype(float), model.upper.astype(float)
+    at_lo = xs <= lo * (1 + 1e-12)
+    at_hi = xs >= hi * (1 - 1e-12)
+    free = ~(at_lo | at_hi)
+    if multiplier is None or not math.isfinite(multiplier):
+        multiplier = -float(np.median(d1[free])) if free.any() else 0.0
+    res = d1 + multiplier
+    res = np.where(at_lo, np.minimum(res, 0.0), np.where(at_hi, np.maximum(res, 0.0), res))
+    return float(np.linalg.norm(res)), abs(multiplier * (model.total - math.fsum(xs)))
+
+
+def corrected_radius(model: StratifiedDesign, xs: np.ndarray, dg: float, rho: float = 0.0, max_iter: int = 200):
+    """(r, λ, iterations): the fixed point of r ← r(dg, λ(r), ρ) started from λ at x*."""
     lam = _hess_min(model, xs, 0.0)
-    r = _radius(dg, lam)
+    r = _radius(dg, lam, rho)
     for it in range(1, max_iter + 1):
         lam_new = _hess_min(model, xs, r)
-        r_new = _radius(dg, lam_new)
+        r_new = _radius(dg, lam_new, rho)
         if r_new <= r * (1 + 1e-12):
             return r, lam_new, it
         r, lam = r_new, lam_new
-    # no fixed point reached: the λ over the whole box is valid everywhere
-    span = float(np.max(model.upper - model.lower))
+    # no fixed point reached: the λ over the whole feasible box is valid everywhere
+    flo, fhi = feasible_bounds(model)
+    span = float(np.max(fhi - flo))
     lam = _hess_min(model, xs, span)
-    return _radius(dg, lam), lam, max_iter
+    return _radius(dg, lam, rho), lam, max_iter
 
 
 def _rounding_candidates(model: StratifiedDesign, xs: np.ndarray):
@@ -127,24 +158,29 @@ def solve_stratified(model: StratifiedDesign, max_candidates: int = DEFAULT_MAX_
         n_init = largest_remainder(xs, model.total, model.lower, model.upper)
     else:
         n_init = res.n
-    g_init = float(np.sum(model.terms(n_init)))
-    # a small relative margin covers rounding in g and the tolerance of x*
-    dg = max(0.0, g_init - g_star) + 1e-12 * (abs(g_init) + abs(g_star))
+    t_init, t_star = model.terms(n_init), model.terms(xs)
+    g_init = float(np.sum(t_init))
+    # g(n_init) − g(x*) stratum by stratum (no cancellation of the two large sums), plus a bound on the
+    # rounding of the terms; the inexactness of x* enters through the KKT slack (ρ, c) below
+    rounding = 64 * np.finfo(float).eps * float(np.sum(np.abs(t_init) + np.abs(t_star)))
+    rho, c_sum = kkt_slack(model, xs, relax.details.get("multiplier"))
+    dg = max(0.0, math.fsum(t_init - t_star)) + rounding + c_sum
     gap = (g_init - g_star) / abs(g_star) if g_star else 0.0
-    details.update(n_init=n_init, n_init_gap=gap, n_init_fallback=fallback, rounding_candidates=n_round)
+    details.update(n_init=n_init, n_init_gap=gap, n_init_fallback=fallback, rounding_candidates=n_round,
+                   kkt_slack=rho)
 
     # (b) radius
     if lambda_rule == "paper":
         lam = _hess_min(model, xs, 0.0)
-        r, it = _radius(dg, lam), 0
+        r, it = _radius(dg, lam, rho), 0
     else:
-        r, lam, it = corrected_radius(model, xs, dg)
+        r, lam, it = corrected_radius(model, xs, dg, rho)
     lam_paper = _hess_min(model, xs, 0.0)
-    details.update(lam=lam, r=r, radius_iterations=it, lam_paper=lam_paper, r_paper=_radius(dg, lam_paper),
+    details.update(lam=lam, r=r, radius_iterations=it, lam_paper=lam_paper, r_paper=_radius(dg, lam_paper, rho),
                    lambda_rule=lambda_rule)
 
     # (c) the cube
-    lo, hi = model.lower.astype(np.int64), model.upper.astype(np.int64)
+    lo, hi = feasible_bounds(model)
     if not math.isfinite(r):
         clo, chi = lo.copy(), hi.copy()
     else:
