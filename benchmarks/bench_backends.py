@@ -21,22 +21,15 @@ import argparse
 import time
 import warnings
 
-import numpy as np
 
 from dpopt.models.stratified import StratifiedDesign
+from dpopt.plots.stratified import section54
 
 warnings.filterwarnings("ignore")
 
 
 def paper_model(k: int, eta: int, scale_to_fit: bool = False) -> StratifiedDesign:
-    """§5.4 instance; with ``scale_to_fit`` the N_i are multiplied by the smallest power of ten ≥ 1 that
-    makes η ≤ Σ N_i (otherwise such an η is infeasible and the constructor says so)."""
-    i = np.arange(1, k + 1)
-    N = 10000 + 1000 * (k + 1 - i)
-    if scale_to_fit and eta > N.sum():
-        N = N * 10 ** int(np.ceil(np.log10(eta / N.sum())))
-    return StratifiedDesign(N=N, sigma2=0.08 ** (1 + i / 10), total=eta, epsilon=1.0,
-                            mechanism="laplace", objective="mean")
+    return section54(k, eta, scale_to_fit=scale_to_fit)
 
 
 def run(model, route: str, tl: float, max_milp_vars: int):

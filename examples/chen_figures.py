@@ -3,11 +3,9 @@
     python examples/chen_figures.py --out DIR [--quick]
 """
 
-import argparse
-from pathlib import Path
-
 import dpopt
 from dpopt.plots import stratified as figs
+from dpopt.plots import example_args, report_written
 
 EPS = [0.1, 10 ** -0.5, 1.0, 10 ** 0.5, 10.0]
 
@@ -23,21 +21,14 @@ def table1():
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--out", default="figures")
-    ap.add_argument("--quick", action="store_true", help="coarse grids (for tests)")
-    args = ap.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out, quick = example_args(__doc__, argv)
     print("Table 1: ratio of the DP objective, Neyman design / optimal design")
     print("eps       " + "  ".join(f"{e:7.4g}" for e in EPS))
     for mech, vals in table1().items():
         print(f"{mech:9s} " + "  ".join(f"{v:7.3f}" for v in vals))
-    paths = [figs.figure_variance_ratio(out, "mean", args.quick), figs.figure_variance_ratio(out, "a-optimal", args.quick),
-             figs.figure_design_path(out, args.quick), figs.figure_misspecification(out, args.quick)]
-    for p in paths:
-        print("wrote", p)
-    return paths
+    paths = [figs.figure_variance_ratio(out, "mean", quick), figs.figure_variance_ratio(out, "a-optimal", quick),
+             figs.figure_design_path(out, quick), figs.figure_misspecification(out, quick)]
+    return report_written(paths)
 
 
 if __name__ == "__main__":

@@ -9,26 +9,19 @@ The paper reports ~155 s for its Algorithm 1 at k = 12, η = 10⁵; `benchmarks/
 the full grid with 60 s caps.
 """
 
-import argparse
-from pathlib import Path
-
 from dpopt.plots import stratified as figs
+from dpopt.plots import example_args, report_written
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--out", default="figures")
-    ap.add_argument("--quick", action="store_true", help="tiny grids and 2 s caps (for tests)")
-    args = ap.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    cap = 2.0 if args.quick else 20.0
+    out, quick = example_args(__doc__, argv, quick_help="tiny grids and 2 s caps (for tests)")
+    cap = 2.0 if quick else 20.0
     paths = []
     for axis, draw in (("eta", figs.figure_timing_eta), ("k", figs.figure_timing_k)):
-        data = figs.timing_data(figs.timing_cases(axis, args.quick), time_limit=cap)
+        data = figs.timing_data(figs.timing_cases(axis, quick), time_limit=cap)
         exact = {(k, eta): obj for k, eta, _, _, obj in data["exact"]}
         print(f"\n{'k':>3} {'eta':>8} | " + " | ".join(f"{r:>26}" for r in data))
-        for k, eta in figs.timing_cases(axis, args.quick):
+        for k, eta in figs.timing_cases(axis, quick):
             cells = []
             for rows in data.values():
                 row = next((r for r in rows if r[:2] == (k, eta)), None)
@@ -38,12 +31,10 @@ def main(argv=None):
                 agree = row[3] == "optimal" and abs(row[4] - exact[k, eta]) <= 1e-9 * exact[k, eta]
                 cells.append(f"{row[2]:9.4f} s {row[3]:>11}{' =' if agree else '  '}")
             print(f"{k:>3} {eta:>8} | " + " | ".join(cells))
-        paths.append(draw(out, args.quick, data=data))
+        paths.append(draw(out, quick, data=data))
     print("(= : optimal and equal to exact's objective to 1e-9; algorithm1 refuses where its corrected search "
           "cube exceeds its candidate limit)")
-    for p in paths:
-        print("wrote", p)
-    return paths
+    return report_written(paths)
 
 
 if __name__ == "__main__":

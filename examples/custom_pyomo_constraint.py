@@ -19,13 +19,10 @@ enumeration of all C(199, 3) = 1,293,699 designs, and plots them per stratum, pl
 target (optimal objective relative to the unconstrained one) over a range of targets.
 """
 
-import argparse
-from pathlib import Path
-
 import numpy as np
 
 import dpopt
-from dpopt.plots import pyplot
+from dpopt.plots import example_args, report_written, save, pyplot
 from dpopt.backends.pyomo_stratified import solve_pyomo_model
 
 N = [7000, 8000, 9000, 10000]
@@ -97,12 +94,7 @@ def brute_force(model, se_targets):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default="figures")
-    ap.add_argument("--quick", action="store_true", help="fewer targets in the price curve (for tests)")
-    args = ap.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out, quick = example_args(__doc__, argv, quick_help="fewer targets in the price curve (for tests)")
 
     model = design_model()
     n0, st0, msg0 = solve_with_scip(model)
@@ -114,7 +106,7 @@ def main(argv=None):
           f"SE(mean_A) = {np.sqrt(domain_variance(model, n1)):.5f}")
     print(f"price of the domain target: g rises by {100 * (g1 / g0 - 1):.2f}%")
 
-    targets = np.linspace(0.0255, 0.0315, 4 if args.quick else 13)
+    targets = np.linspace(0.0255, 0.0315, 4 if quick else 13)
     checks = [SE_TARGET] + targets.tolist()
     brute = brute_force(model, checks)
     exact = model.solve()                                        # dpopt's own exact backend (no constraint)
@@ -151,12 +143,7 @@ def main(argv=None):
     bx.set_title("Price of the domain precision target")
     bx.legend(fontsize=8)
     bx.grid(alpha=0.3)
-    fig.tight_layout()
-    path = out / "custom_pyomo_constraint.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    print("wrote", path)
-    return [path]
+    return report_written([save(fig, out, "custom_pyomo_constraint.png")])
 
 
 if __name__ == "__main__":

@@ -10,12 +10,10 @@ expected size: weights (Fig. 2 left, m = 19), worst-case loss max ψ and MSE ove
     python examples/fay_importance.py --out DIR [--quick]
 """
 
-import argparse
-from pathlib import Path
-
 import numpy as np
 
 from dpopt.plots import sample_size as figs
+from dpopt.plots import example_args, report_written
 
 NAMES = (("privacy", "privacy-constrained"), ("variance", "variance-optimal"), ("uniform", "uniform"))
 
@@ -67,19 +65,12 @@ def tradeoff(quick):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--out", default="figures")
-    ap.add_argument("--quick", action="store_true", help="coarse grids (for tests)")
-    args = ap.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    weights(args.quick)
-    tradeoff(args.quick)
-    paths = [figs.figure_importance_weights(out, args.quick), figs.figure_importance_mse(out, args.quick),
-             figs.figure_importance(out, args.quick)]
-    for p in paths:
-        print("wrote", p)
-    return paths
+    out, quick = example_args(__doc__, argv)
+    weights(quick)
+    tradeoff(quick)
+    paths = [figs.figure_importance_weights(out, quick), figs.figure_importance_mse(out, quick),
+             figs.figure_importance(out, quick)]
+    return report_written(paths)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ smooth-sensitivity median over the sampling rate (Figs. 8 and 13 / Table 1); wri
     python examples/hu_sample_size.py --out DIR [--quick]
 """
 
-import argparse
 import math
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import dpopt
 from dpopt.models.sample_size import (amplified_nominal_epsilon, epsilon_for_noise_ratio, noise_ratio, q_bound,
                                       rate_for_q_bound)
 from dpopt.plots import sample_size as figs
+from dpopt.plots import example_args, report_written
 
 PAPER_EPS_N = 5.15                                  # §3: ε = 1, 1% sample
 PAPER_RATE_Q06 = {3.0: 0.1677, 0.1: 0.614}          # §4.1: q = 0.6
@@ -102,24 +102,17 @@ def median_mse(quick):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--out", default="figures")
-    ap.add_argument("--quick", action="store_true", help="coarse grids (for tests)")
-    args = ap.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out, quick = example_args(__doc__, argv)
     amplification()
     q_curves()
-    r_equals_one(args.quick)
+    r_equals_one(quick)
     no_gain_and_constant()
-    med = median_mse(args.quick)
-    paths = [figs.figure_amplification(out, args.quick), figs.figure_q_bound(out, args.quick),
-             figs.figure_noise_ratio_threshold(out, args.quick), figs.figure_variance_curve(out, args.quick),
-             figs.figure_median_mse(out, args.quick, data=med["lognormal"]),
-             figs.figure_median_mse_mixture(out, args.quick, data=med["mixture"])]
-    for p in paths:
-        print("wrote", p)
-    return paths
+    med = median_mse(quick)
+    paths = [figs.figure_amplification(out, quick), figs.figure_q_bound(out, quick),
+             figs.figure_noise_ratio_threshold(out, quick), figs.figure_variance_curve(out, quick),
+             figs.figure_median_mse(out, quick, data=med["lognormal"]),
+             figs.figure_median_mse_mixture(out, quick, data=med["mixture"])]
+    return report_written(paths)
 
 
 if __name__ == "__main__":

@@ -8,13 +8,11 @@ populations stand in), and the Monte Carlo check of the closed-form MSE; writes 
     python examples/ko_hierarchy.py --out DIR [--quick]
 """
 
-import argparse
-from pathlib import Path
-
 import numpy as np
 
 import dpopt
 from dpopt.plots import hierarchy as figs
+from dpopt.plots import example_args, report_written
 
 SPEC_TOY = (0.2519, 0.3174, 0.4307)   # SPEC §3: toy tree, ε_total = 1, equal weights
 PAPER_FIG3 = {"bias2": 10.0, "variance": 4.0}   # paper §4.1 (Wyoming): uniform / optimised, "10 times", "four times"
@@ -104,22 +102,15 @@ def simulation(quick):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--out", default="figures")
-    ap.add_argument("--quick", action="store_true", help="coarse grids (for tests)")
-    args = ap.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out, quick = example_args(__doc__, argv)
     toy_table()
-    budget_path(args.quick)
-    mse_levels(args.quick)
-    f3 = fig3(args.quick)
-    simulation(args.quick)
-    paths = [figs.figure_budget_path(out, args.quick), figs.figure_mse_levels(out, args.quick),
-             figs.figure_bias_variance(out, args.quick, data=f3), figs.figure_simulation(out, args.quick)]
-    for p in paths:
-        print("wrote", p)
-    return paths
+    budget_path(quick)
+    mse_levels(quick)
+    f3 = fig3(quick)
+    simulation(quick)
+    paths = [figs.figure_budget_path(out, quick), figs.figure_mse_levels(out, quick),
+             figs.figure_bias_variance(out, quick, data=f3), figs.figure_simulation(out, quick)]
+    return report_written(paths)
 
 
 if __name__ == "__main__":

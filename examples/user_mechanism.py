@@ -22,13 +22,10 @@ against brute-force enumeration of all designs, runs ``dpopt.compare`` to show w
 mechanism, checks the variance formula by simulation, and plots the variance ratios against Laplace.
 """
 
-import argparse
-from pathlib import Path
-
 import numpy as np
 
 import dpopt
-from dpopt.plots import pyplot
+from dpopt.plots import example_args, report_written, save, pyplot
 from dpopt.privacy import Mechanism
 
 TABLE1 = dict(N=[7000, 8000, 9000, 10000], sigma2=[0.08, 0.08 ** 2, 0.08 ** 3, 0.08 ** 4], total=200)
@@ -87,18 +84,13 @@ def check_discrete_convexity(model):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default="figures")
-    ap.add_argument("--quick", action="store_true", help="coarse grids (for tests)")
-    args = ap.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out, quick = example_args(__doc__, argv)
     stair = Staircase()
 
     # 1. the variance formula against simulation
     rng = np.random.default_rng(1)
     for e in (0.5, 2.0, 5.0):
-        draws = stair.sample(e, size=400_000 if args.quick else 4_000_000, rng=rng)
+        draws = stair.sample(e, size=400_000 if quick else 4_000_000, rng=rng)
         se = np.std(draws ** 2) / np.sqrt(draws.size)
         print(f"eps = {e}: staircase variance {stair.variance(e):.6g} (simulated {np.mean(draws ** 2):.6g}), "
               f"Laplace {2 / e ** 2:.6g}")
@@ -121,9 +113,9 @@ def main(argv=None):
                         time_limit=30, progress=False).table())
 
     # 3. variance ratios against Laplace
-    eps_nom = np.logspace(-2, 1.5, 36 if args.quick else 141)
+    eps_nom = np.logspace(-2, 1.5, 36 if quick else 141)
     mech_ratio = (2 / eps_nom ** 2) / stair.variance(eps_nom)
-    eps_t = np.logspace(-2, 2, 9 if args.quick else 41)
+    eps_t = np.logspace(-2, 2, 9 if quick else 41)
     gain, ney = [], {"laplace": [], "staircase": []}
     for e in eps_t:
         ms = dpopt.StratifiedDesign(**TABLE1, epsilon=float(e), mechanism=stair)
@@ -142,7 +134,7 @@ def main(argv=None):
     ax.set_ylabel("Var(Laplace) / Var(staircase)")
     ax.set_title("Noise variance, Δ = 1")
     ax.grid(alpha=0.3, which="both")
-    marker = "o" if args.quick else None
+    marker = "o" if quick else None
     bx.semilogx(eps_t, gain, marker=marker, label="g*(Laplace) / g*(staircase)")
     bx.semilogx(eps_t, ney["laplace"], marker=marker, ls="--", label="Neyman / optimal, Laplace")
     bx.semilogx(eps_t, ney["staircase"], marker=marker, ls=":", label="Neyman / optimal, staircase")
@@ -151,12 +143,7 @@ def main(argv=None):
     bx.set_title("Optimal DP design, Chen et al. Table 1 strata")
     bx.legend(fontsize=8)
     bx.grid(alpha=0.3)
-    fig.tight_layout()
-    path = out / "user_mechanism_staircase.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    print("wrote", path)
-    return [path]
+    return report_written([save(fig, out, "user_mechanism_staircase.png")])
 
 
 if __name__ == "__main__":

@@ -5,7 +5,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy import integrate
 from scipy.optimize import minimize_scalar
 
 import dpopt

@@ -352,7 +352,6 @@ def _tangent_cuts(model: StratifiedDesign, time_limit, gap_tol: float, max_iter:
 
 def _solve_dnlp(model, time_limit, gap_tol: float, t0) -> Solution:
     """DNLP + IPOPT, certified by the linearisation bound."""
-    import cvxpy as cp
 
     prob, var = build_cvxpy_problem(model, form="dnlp")
     opts = {"tol": 1e-12, "acceptable_tol": 1e-10, "print_level": 0, "sb": "yes"}

@@ -105,7 +105,6 @@ def _all_levels(oracle, lam, lo, hi, guess):
 def _solve(model: HierarchyBudget, tol: float = 1e-14, max_iter: int = 200):
     oracle = _Levels(model)
     lo, hi = model.level_bounds()
-    L = model.n_levels
     d2 = model.sensitivity ** 2
     a = model.weights * model.sizes * d2          # −ε³F_ℓ' ∈ [2a, 4a]  (= 4a without truncation)
     kmin = 4.0 if model.objective_kind == "laplace-variance" else 2.0

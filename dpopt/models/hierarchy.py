@@ -23,7 +23,7 @@ import math
 import numbers
 import warnings
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
 import numpy as np
 

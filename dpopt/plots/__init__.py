@@ -23,6 +23,28 @@ def save(fig, out_dir, name: str):
     return path
 
 
+def example_args(description: str, argv=None, quick_help: str = "coarse grids (for tests)"):
+    """(out_dir, quick) from an example script's ``--out DIR [--quick]`` command line; creates out_dir."""
+    import argparse
+    from pathlib import Path
+
+    ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="figures", help="folder for the PNG figures (default: figures)")
+    ap.add_argument("--quick", action="store_true", help=quick_help)
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    return out, args.quick
+
+
+def report_written(paths) -> list:
+    """Print one ``wrote PATH`` line per figure and return the paths."""
+    paths = list(paths)
+    for path in paths:
+        print("wrote", path)
+    return paths
+
+
 def figures() -> dict:
     """Every figure a ``dpopt.plots`` module offers in its ``FIGURES`` table (used by ``dpopt plot``)."""
     import pkgutil

@@ -18,13 +18,19 @@ TABLE1 = dict(N=[7000, 8000, 9000, 10000], sigma2=[0.08, 0.08 ** 2, 0.08 ** 3, 0
 SECTION52 = dict(N=[1000, 2000, 3000], sigma2=[0.08, 0.08 ** 1.5, 0.08 ** 2], total=200)
 
 
-def section54(k: int, total: int, epsilon: float = 1.0, mechanism: str = "laplace") -> StratifiedDesign:
+def section54(k: int, total: int, epsilon: float = 1.0, mechanism: str = "laplace",
+              scale_to_fit: bool = False) -> StratifiedDesign:
     """Chen et al. §5.4 timing setting: N_i = 10000 + 1000(k + 1 − i), σ_i² = 0.08^(1 + i/10), mean objective.
 
-    (The formula of the authors' code; the paper's text misprints it except at k = 10.)
+    (The formula of the authors' code; the paper's text misprints it except at k = 10.) The N_i sum to
+    155 000 at k = 10; with ``scale_to_fit`` a larger η multiplies every N_i by the smallest power of ten
+    that makes it feasible (otherwise the constructor refuses it).
     """
     i = np.arange(1, k + 1)
-    return StratifiedDesign(N=10000 + 1000 * (k + 1 - i), sigma2=0.08 ** (1 + i / 10), total=total,
+    N = 10000 + 1000 * (k + 1 - i)
+    if scale_to_fit and total > N.sum():
+        N = N * 10 ** int(np.ceil(np.log10(total / N.sum())))
+    return StratifiedDesign(N=N, sigma2=0.08 ** (1 + i / 10), total=total,
                             epsilon=epsilon, mechanism=mechanism, objective="mean",
                             name=f"Chen et al. §5.4, k = {k}, eta = {total}")
 
@@ -138,7 +144,7 @@ def timing_data(cases, time_limit: float = 20.0, routes=tuple(TIMING_ROUTES)) ->
     out = {r: [] for r in routes}
     stopped = set()
     for k, eta in cases:
-        model = section54(k, eta)
+        model = section54(k, eta, scale_to_fit=True)
         for r in routes:
             if r in stopped:
                 continue
@@ -177,7 +183,7 @@ def _figure_timing(out_dir, data, axis: str, title: str, name: str) -> Path:
 
 
 def timing_cases(axis: str, quick: bool = False) -> list:
-    """The (k, η) grid of Figure 7 (``axis="eta"``: k = 10) or Figure 8 (``axis="k"``: η = 1000)."""
+    """The (k, η) grid of Figure 7 (``axis="eta"``: k = 10; N ×10 at η = 10⁶) or Figure 8 (``axis="k"``: η = 1000)."""
     if axis == "eta":
         return [(10, e) for e in ([30, 100] if quick else [30, 100, 300, 1000, 3000, 10 ** 4, 10 ** 5, 10 ** 6])]
     return [(k, 100 if quick else 1000) for k in ([2, 4] if quick else range(2, 27, 2))]
