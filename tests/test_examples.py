@@ -7,7 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "examples").glob("*.py"))
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
+README = (ROOT / "README.md").read_text()
 
 
 @pytest.mark.parametrize("script", EXAMPLES, ids=[p.name for p in EXAMPLES])
@@ -18,6 +20,14 @@ def test_example_quick(script, tmp_path, monkeypatch):
     assert pngs, f"{script.name} wrote no figure"
     for p in pngs:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000
+        # the README's gallery shows the committed copy of every figure an example draws
+        assert f"docs/figures/{p.name}" in README and (ROOT / "docs" / "figures" / p.name).is_file(), p.name
+
+
+def test_gallery_files_exist():
+    import re
+    for name in re.findall(r"\(docs/figures/([^)]+\.png)\)", README):
+        assert (ROOT / "docs" / "figures" / name).is_file(), name
 
 
 def test_chen_figure_data_matches_paper_claims():
