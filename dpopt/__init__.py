@@ -2,7 +2,7 @@
 
 Models are declared once and solved by any capable backend:
 ``model.solve(backend="exact")`` (the default, no external solver), ``"pyomo"``, ``"cvxpy"``,
-``"scipy"``, ``"algorithm1"``, ``"enumerate"``. Every call returns a :class:`Solution`.
+``"scipy"``, ``"algorithm1"``, ``"enumerate"``, ``"monte-carlo"`` (SampleSizeStudy). Every call returns a :class:`Solution`.
 """
 
 from . import privacy
@@ -15,6 +15,7 @@ from .models.importance import (ImportanceSampling, amplified_loss, bisect_optim
 from .models.min_cost import MinCostDesign
 from .models.sample_size import (SampleSizeProgram, amplified_nominal_epsilon, epsilon_for_noise_ratio,
                                  no_gain_bound, noise_ratio, q_bound, rate_for_q_bound)
+from .models.sample_size_study import SampleSizeStudy
 from .registry import available_backends
 from .result import Certificate, Solution, Status
 from .simulate.hierarchy import monte_carlo, release
@@ -37,7 +38,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "privacy", "Model", "StratifiedDesign", "MinCostDesign", "Hierarchy", "HierarchyBudget", "SampleSizeProgram",
-    "ImportanceSampling", "Solution", "Certificate", "Status", "available_backends", "compare", "CompareResult",
+    "SampleSizeStudy", "ImportanceSampling", "Solution", "Certificate", "Status", "available_backends", "compare", "CompareResult",
     "build_pyomo_model", "build_cvxpy_problem", "load_gapminder", "toy_hierarchy", "truncated_laplace_moments",
     "release", "monte_carlo", "noise_ratio", "epsilon_for_noise_ratio", "q_bound", "rate_for_q_bound",
     "no_gain_bound", "amplified_nominal_epsilon", "amplified_loss", "calibrate_epsilon", "calibrate_noise_scale",

@@ -1,0 +1,129 @@
+"""Sample size versus privacy for statistics without a closed-form variance (Hu, Drechsler & Kim §4.3).
+
+The median released with smooth sensitivity (paper eq. 4) is data-dependent: its MSE at a sampling rate
+has no formula, so SPEC §4 offers it through simulation. :class:`SampleSizeStudy` declares the question
+"which sampling rate of this population minimises the MSE of the released statistic at target (ε, δ)?"
+over a grid of rates; its default backend ``monte-carlo`` answers it by repeated SRS draws (see
+:mod:`dpopt.simulate.sample_size`). The answer is an *estimate* on a grid, with Monte Carlo standard
+errors, so it is never reported as proven optimal.
+
+The population must be public or previously released data (or a synthetic stand-in), exactly as the
+counts of the hierarchy model: the design may not peek at the confidential values it protects.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _validate as V
+from ..result import Solution
+from .base import Model
+
+STATISTICS = ("mean", "median")
+
+
+class SampleSizeStudy(Model):
+    """MSE of a DP statistic released from an SRS, versus the sampling rate, by Monte Carlo.
+
+    population : 1-D values (≥ 2); epsilon : target ε > 0; rates : sampling rates in (0, 1)
+    statistic : ``"median"`` (smooth sensitivity, δ > 0) or ``"mean"`` (Laplace, sensitivity R/n)
+    delta : target δ (default 1/(2N) for the median, as in the paper; 0 for the mean)
+    draws : samples per rate; seed : random seed; value_range : R for the mean (default max − min)
+    """
+
+    default_backend = "monte-carlo"
+
+    def __init__(self, population, epsilon, rates=(0.01, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9),
+                 statistic: str = "median", delta=None, draws: int = 1000, seed: int = 0,
+                 value_range=None, name: str = ""):
+        self.population = np.sort(V.vector("population", population))
+        if self.population.size < 2:
+            raise ValueError("population must hold at least 2 values")
+        self.N = int(self.population.size)
+        self.epsilon = V.positive("epsilon", epsilon)
+        self.rates = np.unique(V.positive_vector("rates", np.atleast_1d(np.asarray(rates, dtype=float))))
+        if np.any(self.rates >= 1):
+            raise ValueError(f"rates must be in (0, 1) (rate 1, the population release, is always compared), "
+                             f"got {rates!r}")
+        self.statistic = V.choice("statistic", statistic, STATISTICS)
+        if delta is None:
+            self.delta = 1.0 / (2 * self.N) if self.statistic == "median" else 0.0
+        else:
+            self.delta = V.probability("delta", delta)
+        if self.statistic == "median" and self.delta <= 0:
+            raise ValueError("delta must be > 0 for the smooth-sensitivity median")
+        self.draws = V.integer("draws", draws, minimum=2)
+        self.seed = V.integer("seed", seed, minimum=0)
+        self.value_range = None if value_range is None else V.positive("value_range", value_range)
+        self.name = str(name)
+
+    def __repr__(self) -> str:
+        return (f"SampleSizeStudy(N={self.N}, statistic={self.statistic!r}, epsilon={self.epsilon:g}, "
+                f"delta={self.delta:g}, rates={len(self.rates)}, draws={self.draws})")
+
+    def report(self, solution: Solution) -> str:
+        from ..report import header, table
+        lines = header(self, solution)
+        d = solution.details
+        if "mse" not in d:
+            return "\n".join(lines)
+        rows = [[r, n, m, s, g] for r, n, m, s, g in zip(d["rates"], d["n_grid"], d["mse"], d["se"], d["gain"])]
+        rows.append([1.0, self.N, d["mse_population"], 0.0, 1.0])
+        lines += ["", table(["rate", "n", "MSE", "MC s.e.", "gain"], rows, ["g", "d", ".6g", ".2g", ".4g"]), ""]
+        lines.append(f"best rate           : {d['rate']:g} (n = {int(solution.n[0])})")
+        lines.append(f"sampling helps      : {'yes' if d['helps'] else 'no (release the population statistic)'}"
+                     + ("" if not d["helps"] else f"; gain {d['best_gain']:.4g}, "
+                        f"{d['z_score']:.1f} standard errors from no gain"))
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------- model files
+from ..modelfile import ModelFileError, register_family, take  # noqa: E402
+
+_POPULATION_KEYS = {"kind", "N", "mu", "sigma", "a", "b", "seed", "values", "csv", "column"}
+
+
+def load_population(table: dict, base) -> np.ndarray:
+    """A ``[population]`` table: ``kind = "lognormal"`` (N, mu, sigma, seed), ``"beta-mixture"`` (N, a, b,
+    seed), ``"values"`` (values = [...]) or ``"csv"`` (csv = path relative to the file, optional column)."""
+    from pathlib import Path
+
+    from ..simulate.sample_size import beta_mixture_population, lognormal_population
+
+    if not isinstance(table, dict):
+        raise ModelFileError("[population] must be a table")
+    take(table, _POPULATION_KEYS, {"kind"}, where="[population]")
+    kind = table["kind"]
+    seed = table.get("seed", 0)
+    if kind == "lognormal":
+        take(table, {"kind", "N", "mu", "sigma", "seed"}, {"N"}, where="[population] (lognormal)")
+        return lognormal_population(table["N"], table.get("mu", 5.0), table.get("sigma", 0.5), seed)
+    if kind == "beta-mixture":
+        take(table, {"kind", "N", "a", "b", "seed"}, {"N"}, where="[population] (beta-mixture)")
+        return beta_mixture_population(table["N"], table.get("a", 2.0), table.get("b", 10.0), seed)
+    if kind == "values":
+        take(table, {"kind", "values"}, {"values"}, where="[population] (values)")
+        return V.vector("population.values", table["values"])
+    if kind == "csv":
+        take(table, {"kind", "csv", "column"}, {"csv"}, where="[population] (csv)")
+        path = Path(base) / str(table["csv"])
+        try:
+            data = np.genfromtxt(path, delimiter=",", names=True if "column" in table else None)
+        except OSError as exc:
+            raise ModelFileError(f"[population] csv: cannot read {path}: {exc}") from None
+        if "column" in table:
+            if table["column"] not in (data.dtype.names or ()):
+                raise ModelFileError(f"[population] csv: no column {table['column']!r} in {path}")
+            data = data[table["column"]]
+        return V.vector("population (csv)", np.ravel(data))
+    raise ModelFileError(f"[population] kind must be lognormal, beta-mixture, values or csv, got {kind!r}")
+
+
+@register_family("sample_size_study")
+def _load_study(data: dict, base) -> SampleSizeStudy:
+    """``family = "sample_size_study"``: epsilon, [statistic, delta, rates, draws, seed, value_range], [population]."""
+    take(data, {"name", "epsilon", "statistic", "delta", "rates", "draws", "seed", "value_range", "population"},
+         {"epsilon", "population"})
+    opts = {k: data[k] for k in ("statistic", "delta", "rates", "draws", "seed", "value_range") if k in data}
+    return SampleSizeStudy(load_population(data["population"], base), data["epsilon"], name=data.get("name", ""),
+                           **opts)
