@@ -12,6 +12,7 @@ import time
 from importlib import import_module
 from typing import Any, Callable
 
+from . import _validate as V
 from .result import Solution, Status
 
 # (backend name, model class, task) -> function(model, **options) -> Solution
@@ -70,6 +71,8 @@ def dispatch(model, backend: str, task: str, options: dict[str, Any]) -> Solutio
     if fn is None:
         return Solution(status=Status.UNSUPPORTED, backend=backend, model=name,
                         message=f"backend {backend!r} cannot {task} a {name}")
+    if "time_limit" in options:      # one rule for every backend: finite seconds > 0, or None
+        options = {**options, "time_limit": V.time_limit(options["time_limit"])}
     try:
         inspect.signature(fn).bind(model, **options)
     except TypeError as exc:
@@ -77,8 +80,8 @@ def dispatch(model, backend: str, task: str, options: dict[str, Any]) -> Solutio
     t0 = time.perf_counter()
     try:
         sol = fn(model, **options)
-    except (KeyboardInterrupt, MemoryError):
-        raise
+    except (KeyboardInterrupt, MemoryError, V.InvalidInput, V.InvalidType):
+        raise   # bad options are the caller's to fix, not a solver status
     except Exception as exc:  # a fault inside a solver becomes a status, never a crash
         sol = Solution(status=Status.ERROR, message=f"{type(exc).__name__}: {exc}")
     sol.wall_time = sol.wall_time or (time.perf_counter() - t0)

@@ -151,3 +151,45 @@ def test_unknown_option_is_a_clear_type_error_and_faults_become_status():
     sol = b.relax()
     assert sol.status == dpopt.Status.ERROR and "simulated solver fault" in sol.message
     assert b.solve().status == dpopt.Status.OPTIMAL   # the solve handler of the parent class still applies
+
+
+def test_flags_and_booleans_are_not_numbers():
+    """bool("no") is True: a flag given as a string must be refused, and booleans are not sizes."""
+    with pytest.raises(TypeError, match="fpc"):
+        dpopt.StratifiedDesign(N=[10, 20], sigma2=[1, 2], total=10, epsilon=1.0, fpc="no")
+    with pytest.raises(TypeError, match="N"):
+        dpopt.StratifiedDesign(N=[True, True, True], sigma2=[1, 2, 3], total=3, epsilon=1.0)
+    from dpopt import modelfile
+    with pytest.raises(modelfile.ModelFileError, match="fpc"):
+        modelfile.from_dict({"family": "stratified", "epsilon": 1.0, "total": 10, "fpc": "false",
+                             "strata": {"N": [10, 20], "sigma2": [1, 2]}})
+
+
+@pytest.mark.parametrize("backend", ["exact", "enumerate", "algorithm1", "pyomo", "cvxpy", "scipy"])
+@pytest.mark.parametrize("bad", [float("inf"), float("nan"), -1.0, 0, "10", True])
+def test_time_limit_checked_once_for_every_backend(backend, bad):
+    m = dpopt.StratifiedDesign(N=[10, 20], sigma2=[1, 2], total=10, epsilon=1.0, mechanism="tulap")
+    task = m.relax if backend == "scipy" else m.solve
+    with pytest.raises(ValueError, match="time_limit"):
+        task(backend=backend, time_limit=bad)
+
+
+def test_scipy_options_and_time_limit():
+    m = dpopt.StratifiedDesign(N=[2000, 3000, 4000, 5000], sigma2=[1, 2, 3, 4], total=3000, epsilon=1.0)
+    with pytest.raises(ValueError, match="max_iter"):
+        m.relax(backend="scipy", max_iter=-5)
+    sol = m.relax(backend="scipy", time_limit=1e-6)
+    assert sol.status == dpopt.Status.TIME_LIMIT and sol.x is None and not sol.ok
+
+
+def test_trust_constr_is_not_optimal_short_of_an_active_bound():
+    """trust-constr's barrier stopped 1e-6 (relative) short of the bound x_1 ≤ 2 here and was reported optimal
+    1.4e-6 above the optimum; now it is either optimal and right to 1e-7 (after its SLSQP polish) or feasible."""
+    m = dpopt.StratifiedDesign(N=[7, 28], sigma2=[2.8195, 3.8556], total=2, epsilon=1, mechanism="dlap",
+                         objective=[3.4097, 4.5360], lower=[1, 1], upper=[2, 12]).min_cost([1.21, 4.91], 67.5151)
+    ref = m.relax(backend="cvxpy")
+    assert ref.status == dpopt.Status.OPTIMAL
+    sol = m.relax(backend="scipy", method="trust-constr")
+    assert sol.status in (dpopt.Status.OPTIMAL, dpopt.Status.FEASIBLE)
+    if sol.status == dpopt.Status.OPTIMAL:
+        assert sol.objective == pytest.approx(ref.objective, rel=1e-7)

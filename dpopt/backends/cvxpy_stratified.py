@@ -29,6 +29,7 @@ import numpy as np
 
 from ..models.min_cost import MinCostDesign
 from ..models.stratified import StratifiedDesign
+from .. import _validate as V
 from ..registry import register
 from ..result import Certificate, Solution, Status
 from .enumerate import _term
@@ -214,9 +215,7 @@ _STATUS = {"optimal": Status.OPTIMAL, "optimal_inaccurate": Status.FEASIBLE, "in
 
 
 def _check(time_limit, method=None):
-    if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
-                                   or not time_limit > 0):
-        raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
+    V.time_limit(time_limit)
     if method is not None and method not in ("auto", "dcp", "cuts", "dnlp"):
         raise ValueError(f"method must be 'auto', 'dcp', 'cuts' or 'dnlp', got {method!r}")
 

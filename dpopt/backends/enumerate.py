@@ -17,6 +17,7 @@ import numpy as np
 
 from ..models.min_cost import MinCostDesign
 from ..models.stratified import StratifiedDesign
+from .. import _validate as V
 from ..registry import register
 from ..result import Certificate, Solution, Status
 
@@ -213,11 +214,7 @@ def _check_limit(max_candidates) -> int:
 
 
 def _check_time(time_limit):
-    if time_limit is None:
-        return None
-    if not isinstance(time_limit, (int, float)) or not time_limit > 0:
-        raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
-    return float(time_limit)
+    return V.time_limit(time_limit)
 
 
 def solve_stratified(model: StratifiedDesign, max_candidates: int = DEFAULT_MAX_CANDIDATES,

@@ -4,15 +4,19 @@ Variables are scaled (``x = s·z`` with ``s`` the proportional start) and the ob
 value at the start, so the default tolerances mean relative accuracy. Linear constraints of the model
 are passed on as they are; for the min-cost variant the variance bound is a nonlinear constraint with
 its exact gradient (and, for trust-constr, exact diagonal Hessians). No integer designs (``solve`` is unsupported; round with care or use another
-backend). Options: ``method`` ("SLSQP" | "trust-constr"), ``tol`` (default 1e-13), ``max_iter``.
+backend). Options: ``method`` ("SLSQP" | "trust-constr"), ``tol`` (default 1e-13), ``max_iter``, ``time_limit``.
+trust-constr's answer is polished by an SLSQP pass started at it (its barrier stops short of active
+bounds by ~1e-6 relative); both must succeed for ``optimal``.
 """
 
 from __future__ import annotations
 
 import time
+import warnings
 
 import numpy as np
 
+from .. import _validate as V
 from ..models.min_cost import MinCostDesign
 from ..models.stratified import StratifiedDesign
 from ..registry import register
@@ -24,14 +28,16 @@ METHODS = ("SLSQP", "trust-constr")
 
 def relax(model, method: str = "SLSQP", tol: float = 1e-13, max_iter: int = 2000,
           time_limit: float | None = None) -> Solution:
-    """Continuous relaxation by scipy.optimize.minimize (``time_limit`` is accepted but not enforced)."""
-    from scipy.optimize import Bounds, LinearConstraint, NonlinearConstraint, minimize
+    """Continuous relaxation by scipy.optimize.minimize; ``time_limit`` stops it at the next objective evaluation."""
+    from scipy.optimize import Bounds, LinearConstraint, NonlinearConstraint, OptimizeWarning, minimize
 
     t0 = time.perf_counter()
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if not (isinstance(tol, (int, float)) and tol > 0):
         raise ValueError(f"tol must be a positive number, got {tol!r}")
+    max_iter = V.integer("max_iter", max_iter, minimum=1)
+    deadline = None if time_limit is None else t0 + V.time_limit(time_limit)
     d = model.design if isinstance(model, MinCostDesign) else model
     lo, hi = model.lower.astype(float), model.upper.astype(float)
     k = model.k
@@ -76,9 +82,32 @@ def relax(model, method: str = "SLSQP", tol: float = 1e-13, max_iter: int = 2000
         opts["ftol"] = tol
     else:
         opts.update(gtol=tol, xtol=tol, barrier_tol=tol, initial_barrier_parameter=1e-6)
+    if deadline is not None:
+        inner = fun
+
+        def fun(z):   # scipy has no time limit: stop at the first evaluation past the deadline
+            if time.perf_counter() > deadline:
+                raise _TimeUp
+            return inner(z)
     try:
-        extra = {"hess": hess} if method == "trust-constr" else {}   # exact (diagonal) Hessian
-        res = minimize(fun, z0, jac=jac, bounds=bounds, constraints=cons, method=method, options=opts, **extra)
+        with warnings.catch_warnings():   # SLSQP ignores the Hessian options trust-constr uses: expected
+            warnings.filterwarnings("ignore", message="Constraint options", category=OptimizeWarning)
+            warnings.filterwarnings("ignore", message="Equality and inequality", category=OptimizeWarning)
+            extra = {"hess": hess} if method == "trust-constr" else {}   # exact (diagonal) Hessian
+            res = minimize(fun, z0, jac=jac, bounds=bounds, constraints=cons, method=method, options=opts,
+                           **extra)
+            if method == "trust-constr" and res.success:
+                # the barrier stops iterates just short of active bounds (1e-6 relative seen); an SLSQP
+                # pass started there lands on the active set exactly and must succeed too for "optimal"
+                polish = minimize(fun, res.x, jac=jac, bounds=bounds, constraints=cons, method="SLSQP",
+                                  options={"maxiter": max_iter, "ftol": tol})
+                if polish.success and polish.fun <= res.fun:
+                    res.x = polish.x
+                res.success = bool(polish.success)
+                res.message = f"{res.message}; SLSQP polish: {polish.message}"
+    except _TimeUp:
+        return Solution(Status.TIME_LIMIT, backend="scipy", solver=method, wall_time=time.perf_counter() - t0,
+                        message=f"{method}: time limit of {time_limit:g} s reached; no verified point")
     except Exception as exc:  # solver faults become a status
         return Solution(Status.ERROR, backend="scipy", solver=method, message=f"{type(exc).__name__}: {exc}",
                         wall_time=time.perf_counter() - t0)
@@ -96,6 +125,10 @@ def relax(model, method: str = "SLSQP", tol: float = 1e-13, max_iter: int = 2000
     sol.details.update(iterations=int(getattr(res, "nit", 0) or 0))
     sol.wall_time = time.perf_counter() - t0
     return sol
+
+
+class _TimeUp(Exception):
+    pass
 
 
 def _feasible(model, x, tol: float = 1e-7) -> bool:

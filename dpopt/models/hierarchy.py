@@ -725,7 +725,7 @@ def _load_hierarchy(data: dict, base) -> HierarchyBudget:
     sources = [k for k in ("tree", "tree_csv", "dataset") if k in data]
     if len(sources) != 1:
         raise ModelFileError("give exactly one of [tree], tree_csv or dataset")
-    allow = bool(data.get("allow_inconsistent", False))
+    allow = V.flag("allow_inconsistent", data.get("allow_inconsistent", False))
     if "tree" in data:
         tree = data["tree"]
         if not isinstance(tree, dict):

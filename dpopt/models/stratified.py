@@ -109,7 +109,7 @@ class StratifiedDesign(Model):
         lo_sum, hi_sum = int(self.lower.sum()), int(self.upper.sum())
         if not lo_sum <= self.total <= hi_sum:
             raise ValueError(f"total must be in [sum(lower), sum(upper)] = [{lo_sum}, {hi_sum}], got {self.total}")
-        self.fpc = bool(fpc)
+        self.fpc = V.flag("fpc", fpc)
         self.name = str(name)
         self.constraints: list[LinearConstraint] = []
         # cached pieces of the math
