@@ -7,7 +7,7 @@ import json
 import sys
 
 from . import modelfile
-from .registry import available_backends
+from .registry import available_backends, option_parameter
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0 if res.best is not None else 1
         if args.command == "plot":
             return _plot(args)
-    except (modelfile.ModelFileError, ValueError, TypeError) as exc:
+    except (modelfile.ModelFileError, ValueError, TypeError, ImportError) as exc:
         print(f"dpopt: error: {exc}", file=sys.stderr)
         return 2
     return 1
@@ -61,10 +61,13 @@ def main(argv: list[str] | None = None) -> int:
 def _solve(args) -> int:
     model, options = modelfile.load(args.file)
     options = dict(options)
-    backend = args.backend or options.pop("backend", None)
+    backend = args.backend or options.pop("backend", None) or model.default_backend
     options.pop("backend", None)
     if args.time_limit is not None:
-        options["time_limit"] = args.time_limit
+        if option_parameter(model, backend, "relax" if args.relax else "solve", "time_limit") is not None:
+            options["time_limit"] = args.time_limit
+        else:   # the flag applies to the backends that take it; say so rather than fail
+            print(f"dpopt: note: backend {backend!r} takes no time limit; --time-limit ignored", file=sys.stderr)
     task = model.relax if args.relax else model.solve
     sol = task(backend=backend, **options)
     if args.json:

@@ -1,14 +1,16 @@
 """Run every capable backend on one model and compare: ``dpopt.compare(model)`` / ``dpopt compare FILE``.
 
-Rows are backend *variants*: ``"pyomo:scip"`` and ``"pyomo:highs"`` are the two Pyomo routes; a plain
-name runs the backend with its defaults. Each row records status, objective, relative gap to the best
-objective among rows that returned a point, the certificate verdict (the exchange certificate for
-integer designs of the plain sum problem, else the solver's own certificate if any) and wall time.
+Rows are backend *variants*: ``"backend:solver"`` runs the backend with ``solver=...`` (e.g. ``"pyomo:scip"``
+and ``"pyomo:highs"``, the two Pyomo routes for stratified designs); a plain name runs the backend with its
+defaults. By default a backend is split into solver variants only where its handler for the model's class
+and task takes those solvers (see :func:`default_rows`); elsewhere it runs once, under its plain name. Each
+row records status, objective, relative gap to the best objective among rows that returned a point, the
+certificate verdict (the exchange certificate for integer designs of the plain sum problem, else the
+solver's own certificate if any), wall time and, for rows that are not optimal, the backend's message.
 """
 
 from __future__ import annotations
 
-import inspect
 import sys
 import time
 from typing import Any
@@ -19,8 +21,11 @@ from . import registry
 from .report import table
 from .result import Solution, Status
 
-#: variants run for each backend name when the caller does not list them
+#: solver variants of a backend per task; :func:`default_rows` uses them only for handlers that take them
 VARIANTS = {"pyomo": {"solve": ["pyomo:scip", "pyomo:highs"], "relax": ["pyomo:scip"]}}
+
+#: width of the table's "note" column (the message of rows that are not optimal); to_dict() keeps it whole
+NOTE_WIDTH = 60
 
 
 def _options_for(name: str) -> tuple[str, dict[str, Any]]:
@@ -31,11 +36,42 @@ def _options_for(name: str) -> tuple[str, dict[str, Any]]:
 
 
 def _accepts(model, backend: str, task: str, option: str) -> bool:
-    fn = registry._find(backend, model, task)
-    if fn is None:
-        return False
-    params = inspect.signature(fn).parameters
-    return option in params or any(p.kind == p.VAR_KEYWORD for p in params.values())
+    return registry.option_parameter(model, backend, task, option) is not None
+
+
+def _variants(model, backend: str, task: str) -> list[str]:
+    """Row names for ``backend``: its solver variants where the handler takes them, else just ``backend``.
+
+    The variants of :data:`VARIANTS` are used only when the handler for this model class and task has a
+    ``solver`` parameter whose default is one of the variant solvers, i.e. it speaks the same solver names
+    (the stratified Pyomo handler: ``"scip"``/``"highs"``). A handler without ``solver`` (Pyomo on sample
+    size programs) or with another naming (Pyomo on hierarchies: ``"scip_direct"``) runs once, by default.
+    """
+    names = VARIANTS.get(backend, {}).get(task)
+    if not names:
+        return [backend]
+    p = registry.option_parameter(model, backend, task, "solver")
+    if p is None or p.default not in {_options_for(n)[1].get("solver") for n in names}:
+        return [backend]
+    return list(names)
+
+
+def default_rows(model, task: str = "solve") -> list[str]:
+    """The rows :func:`compare` runs when no backends are given: every capable backend (split into its solver
+    variants where the handler takes them), the exact reference first."""
+    names = []
+    for b in registry.capable(model, task):
+        names += _variants(model, b, task)
+    names.sort(key=lambda n: n != "exact")   # the reference first
+    return names
+
+
+def _note(s: Solution) -> str:
+    """One-line, shortened message of a row that is not optimal ('' for optimal rows)."""
+    if s.status == Status.OPTIMAL:
+        return ""
+    msg = " ".join(str(s.message or "").split()) or "-"
+    return msg if len(msg) <= NOTE_WIDTH else msg[:NOTE_WIDTH - 3].rstrip() + "..."
 
 
 class CompareResult(list):
@@ -72,10 +108,20 @@ class CompareResult(list):
         return "-"
 
     def table(self) -> str:
+        """Text table; a last, left-aligned "note" column gives the (shortened) message of rows that are not
+        optimal, and is left out when every row is optimal."""
         rows = [[r["backend"], r["status"], r["objective"], r["gap_to_best"], r["certificate"], r["wall_time"]]
                 for r in self._rows()]
-        return table(["backend", "status", "objective", "rel. gap to best", "certificate", "time (s)"], rows,
-                     ["s", "s", ".12g", ".2e", "s", ".3g"])
+        headers = ["backend", "status", "objective", "rel. gap to best", "certificate", "time (s)"]
+        formats = ["s", "s", ".12g", ".2e", "s", ".3g"]
+        notes = [_note(s) for s in self]
+        if any(notes):
+            w = max(len("note"), *(len(n) for n in notes))
+            headers.append("note".ljust(w))
+            formats.append("s")
+            for row, n in zip(rows, notes):
+                row.append(n.ljust(w))
+        return "\n".join(line.rstrip() for line in table(headers, rows, formats).splitlines())
 
     def to_dict(self) -> dict[str, Any]:
         rows = self._rows()
@@ -91,17 +137,15 @@ def compare(model, backends=None, time_limit: float | None = None, progress: boo
     """Solve ``model`` with each backend (variant) and collect the Solutions.
 
     backends: names such as ``["exact", "algorithm1", "pyomo:scip", "pyomo:highs", "cvxpy"]``; default:
-    every backend with a handler for the model (Pyomo expanded into its variants).
-    time_limit: passed to the backends that accept a ``time_limit`` option.
+    :func:`default_rows` (every backend with a handler for the model; Pyomo split into ``pyomo:scip`` and
+    ``pyomo:highs`` only where its handler takes those solvers, else run once as ``pyomo``).
+    time_limit: passed to the backends whose handler has a ``time_limit`` parameter (not to the others).
     progress: print one line per backend to stderr while running.
     options: extra options per row name, e.g. ``{"algorithm1": {"max_candidates": 10**8}}``.
     """
     task = "relax" if relax else "solve"
     if backends is None:
-        names = []
-        for b in registry.capable(model, task):
-            names += VARIANTS.get(b, {}).get(task, [b])
-        names.sort(key=lambda n: n != "exact")   # the reference first
+        names = default_rows(model, task)
     else:
         if isinstance(backends, str):
             backends = [b for b in backends.replace(",", " ").split() if b]
@@ -123,7 +167,13 @@ def compare(model, backends=None, time_limit: float | None = None, progress: boo
             print(f"[{k}/{len(names)}] {name} ...", end="", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
         try:
-            sol = registry.dispatch(model, backend, task, opts)
+            if "solver" in opts and backend in registry.capable(model, task) \
+                    and not _accepts(model, backend, task, "solver"):
+                sol = Solution(Status.UNSUPPORTED, backend=backend, model=type(model).__name__,
+                               message=f"backend {backend!r} takes no solver option for a {type(model).__name__} "
+                                       f"({task}); run it as {backend!r}")
+            else:
+                sol = registry.dispatch(model, backend, task, opts)
         except (ValueError, TypeError) as exc:   # a bad option for this backend: report, keep going
             sol = Solution(Status.ERROR, backend=backend, message=f"{type(exc).__name__}: {exc}")
         sol.wall_time = sol.wall_time or time.perf_counter() - t0

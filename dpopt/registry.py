@@ -59,6 +59,22 @@ def _find(backend: str, model, task: str):
     return None
 
 
+def option_parameter(model, backend: str, task: str, option: str) -> inspect.Parameter | None:
+    """The named keyword parameter ``option`` of the handler for (backend, model class, task), if any.
+
+    A ``**kwargs`` catch-all does not count: what it forwards (e.g. cvxpy's solver options) is the
+    backend's business, so callers adding an option of their own (the CLI's ``--time-limit``, compare)
+    pass it only where a handler names it."""
+    _load()
+    fn = _find(backend, model, task)
+    if fn is None:
+        return None
+    p = inspect.signature(fn).parameters.get(option)
+    if p is None or p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+        return None
+    return p
+
+
 def dispatch(model, backend: str, task: str, options: dict[str, Any]) -> Solution:
     """Run ``backend`` on ``model``; never raises for solver faults (they become a status)."""
     _load()

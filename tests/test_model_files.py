@@ -15,7 +15,8 @@ MODELS = sorted((Path(__file__).resolve().parent.parent / "models").glob("*.toml
 
 @pytest.mark.parametrize("path", MODELS, ids=[p.name for p in MODELS])
 def test_model_file_solves(path, capsys):
-    rc = main(["solve", str(path), "--json"])
+    # --time-limit goes to the backends that take one and is ignored (with a note) by the others
+    rc = main(["solve", str(path), "--json", "--time-limit", "120"])
     out = json.loads(capsys.readouterr().out)
     assert rc == 0, out
     assert out["status"] in ("optimal", "feasible"), out
