@@ -11,7 +11,6 @@ Also shown: the other backends on a small tree (they are not meant for 10^6 leav
 from __future__ import annotations
 
 import statistics
-import sys
 import time
 
 import numpy as np
@@ -62,4 +61,9 @@ def main(repeats=5):
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 5)
+    import argparse
+    ap = argparse.ArgumentParser(description="Exact HierarchyBudget solve versus one objective evaluation.")
+    ap.add_argument("--repeats", type=int, default=5, help="timed repetitions per figure (median reported)")
+    ap.add_argument("--quick", action="store_true", help="one repetition")
+    a = ap.parse_args()
+    main(1 if a.quick else a.repeats)

@@ -46,7 +46,8 @@ def simulation_data(hierarchy=None, epsilon_total=1.0, trials=20000, seed=0, **k
 def _small_tree():
     """A 3-level tree with a zero count (truncation bias is visible): 12; 7, 5; 3, 4 | 0, 5."""
     from ..models.hierarchy import Hierarchy
-    return Hierarchy.from_levels([[12], [7, 5], [3, 4, 0, 5]], [None, [0, 0], [0, 0, 1, 1]])
+    return Hierarchy.from_levels([[12], [7, 5], [3, 4, 0, 5]], [None, [0, 0], [0, 0, 1, 1]],
+                                 name="small tree 12; 7, 5; 3, 4 | 0, 5")
 
 
 def bias_variance_data(hierarchy=None, epsilon_total=0.01, trials=20000, seed=0, **kw) -> dict:
@@ -101,7 +102,7 @@ def figure_mse_levels(out_dir, quick=False, hierarchy=None) -> Path:
     ax.set_xticks(x)
     ax.set_xlabel("level")
     ax.set_ylabel("Σ MSE over the level's nodes")
-    ax.set_title("MSE per level: optimal versus uniform (ε_total = 1)")
+    ax.set_title(f"MSE per level: optimal versus uniform (ε_total = 1; {h.name or 'tree'})", fontsize=10)
     ax.legend()
     return _save(fig, plt, out_dir, "ko_mse_per_level.png")
 
