@@ -102,3 +102,28 @@ def test_repo_model_files_load():
     assert s.status == dpopt.Status.OPTIMAL and float(np.dot([1, 2, 3, 4], s.n)) <= 500
     mc, opts = modelfile.load(root / "chen_mincost_tulap.toml")
     assert isinstance(mc, MinCostDesign) and opts["solver"] == "highs"
+
+
+def test_enumerate_refuses_above_its_limit():
+    m = dpopt.StratifiedDesign(N=[50, 60, 70, 80], sigma2=[1, 2, 3, 4], total=100, epsilon=1.0)
+    sol = m.solve(backend="enumerate", max_candidates=1000)
+    assert sol.status == dpopt.Status.UNSUPPORTED and sol.n is None and "max_candidates" in sol.message
+    with pytest.raises(ValueError, match="max_candidates"):
+        m.solve(backend="enumerate", max_candidates=0)
+    ok = m.solve(backend="enumerate", max_candidates=10 ** 6)
+    assert ok.status == dpopt.Status.OPTIMAL and np.array_equal(ok.n, m.solve().n)
+
+
+def test_build_cvxpy_problem_takes_user_constraints():
+    """The returned cvxpy problem is the model: solving it gives exact's relaxation; a constraint the user adds
+    changes the answer to the one enumerate finds with the same constraint (DLap is DCP: SCIP solves it)."""
+    import cvxpy as cp
+    m = dpopt.StratifiedDesign(N=[30, 40, 50], sigma2=[1.0, 2.0, 3.0], total=40, epsilon=1.0, mechanism="dlap")
+    prob, var = dpopt.build_cvxpy_problem(m)
+    prob.solve(solver="CLARABEL")
+    assert float(np.sum(m.terms(var["n"].value))) == pytest.approx(m.relax().objective, rel=1e-6)
+    prob, var = dpopt.build_cvxpy_problem(m, integer=True)
+    prob = cp.Problem(prob.objective, prob.constraints + [var["n"][0] >= 20])
+    prob.solve(solver="SCIP")
+    ref = m.add_constraint([[1, 0, 0]], [20], ">=").solve(backend="enumerate")
+    assert np.array_equal(np.round(var["n"].value).astype(int), ref.n)

@@ -24,6 +24,7 @@ import time
 import numpy as np
 
 from ..models.sample_size import SampleSizeProgram
+from .. import _validate as V
 from ..registry import register
 from ..result import Certificate, Solution, Status
 
@@ -124,9 +125,9 @@ def solve_exact(model: SampleSizeProgram, method: str = "auto", scan_limit: int 
     scan_limit : largest N a scan may cover (a callable without trend and larger N is ``unsupported``).
     """
     if method not in ("auto", "bnb", "scan"):
-        raise ValueError(f"method must be 'auto', 'bnb' or 'scan', got {method!r}")
+        raise V.InvalidInput(f"method must be 'auto', 'bnb' or 'scan', got {method!r}")
     if int(branching) < 2 or int(leaf) < 1:
-        raise ValueError("branching must be >= 2 and leaf >= 1")
+        raise V.InvalidInput("branching must be >= 2 and leaf >= 1")
     t0 = time.perf_counter()
     deadline = np.inf if time_limit is None else t0 + float(time_limit)
     use_scan = method == "scan" or (method == "auto" and (model.N <= 4096 or not model.bounded))

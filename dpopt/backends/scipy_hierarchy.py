@@ -12,6 +12,7 @@ import time
 import numpy as np
 
 from ..models.hierarchy import HierarchyBudget
+from .. import _validate as V
 from ..registry import register
 from ..result import Solution, Status
 
@@ -20,7 +21,7 @@ from ..result import Solution, Status
 def solve_hierarchy_scipy(model: HierarchyBudget, method: str = "SLSQP", ftol: float = 1e-15,
                           max_iter: int = 500, gap_tol: float = 1e-6, time_limit=None) -> Solution:
     if method != "SLSQP":
-        raise ValueError(f"method must be 'SLSQP' for the hierarchy model, got {method!r}")
+        raise V.InvalidInput(f"method must be 'SLSQP' for the hierarchy model, got {method!r}")
     try:
         from scipy.optimize import minimize
     except ImportError:  # pragma: no cover

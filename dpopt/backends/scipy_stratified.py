@@ -33,9 +33,9 @@ def relax(model, method: str = "SLSQP", tol: float = 1e-13, max_iter: int = 2000
 
     t0 = time.perf_counter()
     if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        raise V.InvalidInput(f"method must be one of {METHODS}, got {method!r}")
     if not (isinstance(tol, (int, float)) and tol > 0):
-        raise ValueError(f"tol must be a positive number, got {tol!r}")
+        raise V.InvalidInput(f"tol must be a positive number, got {tol!r}")
     max_iter = V.integer("max_iter", max_iter, minimum=1)
     deadline = None if time_limit is None else t0 + V.time_limit(time_limit)
     d = model.design if isinstance(model, MinCostDesign) else model
