@@ -31,7 +31,8 @@ class MinCostDesign(Model):
     Parameters
     ----------
     design : the StratifiedDesign whose strata, mechanism, weights, bounds and linear constraints are
-        used (its ``total`` is ignored)
+        used (its ``total`` is ignored). The constraints are copied when this model is made: add later
+        ones with :meth:`add_constraint` here (changing the design afterwards does not change this model)
     cost : positive cost per sampled unit in each stratum
     variance_target : V0 > 0, the bound on g(n) (the same scale as ``design.objective_value``; for the
         population-mean objective V0 = (ΣN)²·Var(μ̂) target)
