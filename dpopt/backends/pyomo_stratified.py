@@ -8,8 +8,12 @@ Formulations
 ------------
 ``"minlp"``: the objective Σ f_i(n_i) written in closed form (Laplace: ``2Δ²/log(1 + cN/n)²``; DLap with
 Δ = 1 and TuLap: ``a/n + b·n + const``, exact; DLap with Δ > 1: ``2p/(1−p)²`` with ``p = (n/(n+cN))^{1/Δ}``),
-solved by SCIP through PySCIPOpt (Pyomo's ``scip_direct``). The objective is divided by a positive
-constant ``m.objective_scale`` (reported) to keep SCIP's tolerances meaningful; ``m.g`` is the unscaled
+solved by SCIP through PySCIPOpt (Pyomo's ``scip_direct``). No coefficient exceeds ~1e15 in magnitude
+(SCIP's infinity is 1e20) for ε from 1e-6 to 700: when cN > e^34 the amplified budget is written in log
+space, ``log1p(cN/n) = u + log(1 + e^{−u})`` with ``u = log(cN) − log(n)`` (the second term dropped when it
+is below double precision); for DLap with Δ > 1 and cN ≤ 1 the variance is written without the
+cancellation in ``1 − p``. The objective is divided by a positive
+constant ``m.objective_scale`` (reported, folded into the weights) to keep SCIP's tolerances meaningful; ``m.g`` is the unscaled
 expression. Integer or continuous (``integer=False``: the relaxation, solved by SCIP's spatial branch and
 bound, or IPOPT when it is installed and asked for).
 
@@ -23,7 +27,10 @@ continuous relaxation of the model. For the sum problem the ranges are first tig
 
 Solve options: ``solver`` ("scip" | "highs" | "ipopt"), ``time_limit`` (s), ``mip_gap`` (relative;
 default 0 = proven optimum), ``formulation`` (default: "minlp" for SCIP/IPOPT, "milp" for HiGHS),
-``tee``. Solver statuses map onto ``Solution.status``; a missing solver gives ``unsupported``.
+``tee``. Solver statuses map onto ``Solution.status``; an unknown or missing solver gives ``unsupported``
+(solver names are case-insensitive). A non-optimal answer (time limit, feasible) carries a point only when
+the point satisfies the model to ``FEASIBILITY_TOL`` (relative); an ``infeasible`` claim from the solver on a
+model with a known feasible point (e.g. the plain sum-and-bounds problem) is reported as ``error``.
 """
 
 from __future__ import annotations
@@ -54,31 +61,67 @@ def _design(model) -> StratifiedDesign:
     return model.design if isinstance(model, MinCostDesign) else model
 
 
-def _term_expr(d: StratifiedDesign, i: int, v):
-    """Pyomo expression of f_i(v) (v a Pyomo variable or expression)."""
+# log(c·N) above which c·N is not written as a coefficient: e^34 ≈ 5.8e14 stays well below SCIP's
+# infinity (1e20) and keeps every coefficient of the MINLP under 1e15 in magnitude
+_LOG_COEF_MAX = 34.0
+# log(c·N/hi) above which log1p(n/(c·N)) ≤ e^-40 is below double precision relative to L ≥ 40: dropped
+_LOG_Y_NEGLIGIBLE = 40.0
+
+
+def _log_amplified(d: StratifiedDesign, i: int, v, hi: float | None = None):
+    """Pyomo expression of L = log1p(c·N_i/v), the amplified local budget, without huge coefficients.
+
+    * ``log(cN) ≤ 34``: ``log(1 + K/v)`` with K = cN ≤ 5.8e14 (a plain coefficient);
+    * else ``L = u + log(1 + exp(−u))`` with ``u = log(cN) − log(v)`` (no coefficient beyond log(cN) ≤ ~750);
+      the second term is ≤ e^−40 when ``log(cN/hi) ≥ 40`` and is then dropped (below double precision).
+    """
     import pyomo.environ as pe
 
-    a2, s2 = float(d.alpha2[i]), float(d.sigma2[i])
+    lK = float(d.log_c + d.log_N[i])   # log(cN)
+    if lK <= _LOG_COEF_MAX:
+        return pe.log(1 + math.exp(lK) / v)
+    u = lK - pe.log(v)
+    hi = float(d.N[i]) if hi is None else float(hi)
+    if lK - math.log(max(hi, 1.0)) >= _LOG_Y_NEGLIGIBLE:
+        return u
+    return u + pe.log(1 + pe.exp(pe.log(v) - lK))
+
+
+def _term_expr(d: StratifiedDesign, i: int, v, hi: float | None = None, divisor: float = 1.0):
+    """Pyomo expression of f_i(v)/divisor (v a Pyomo variable or expression with v ≤ hi).
+
+    Every constant and coefficient stays below ~1e15 in magnitude for ε from 1e-6 to 700 (SCIP's
+    infinity is 1e20: a larger coefficient silently turns the model infeasible or wrong); the divisor
+    (objective scale) is folded into the weight rather than applied to the sum as a huge constant.
+    """
+    import pyomo.environ as pe
+
+    a2, s2 = float(d.alpha2[i]) / float(divisor), float(d.sigma2[i])
     mech = d.mechanism
     lK = float(d.log_c + d.log_N[i])   # log(cN)
     delta = float(d.sensitivity)
     if mech.name == "laplace":
-        if lK < 600:
-            L = pe.log(1 + math.exp(lK) / v)
-        else:   # cN overflows: log(cN/v) + log(1 + v/(cN)), the second term negligible but kept exact
-            L = lK - pe.log(v) + pe.log(1 + v * math.exp(-lK))
+        L = _log_amplified(d, i, v, hi)
         return a2 * (s2 + 2 * delta ** 2 / L ** 2) / v
     if mech.name in ("dlap", "tulap") and delta == 1:
         extra = 1.0 / 12 if mech.name == "tulap" else 0.0
-        inv_c = math.exp(-float(d.log_c))
-        Ni = float(d.N[i])
         # γ² = 2q(c+q)/c², q = v/N:  f = a2 (s2 + extra)/v + 2 a2/(cN) + 2 a2 v/(cN)²
-        return a2 * (s2 + extra) / v + 2 * a2 * inv_c / Ni + 2 * a2 * (inv_c / Ni) ** 2 * v
+        c1 = 2 * a2 * math.exp(-lK)          # 2 a2/(cN)   (underflows harmlessly to 0 for huge cN)
+        c2 = 2 * a2 * math.exp(-2 * lK)      # 2 a2/(cN)²
+        return a2 * (s2 + extra) / v + c1 + c2 * v
     if mech.name == "dlap":
-        if lK < 600:
+        if lK <= 0 and delta == int(delta) and delta <= 64:
+            # small y = cN/v ≤ 1: 1 − p cancels. With r = (1 + y)^{1/Δ} = 1/p and S = Σ_{j<Δ} r^j,
+            # r − 1 = y/S exactly, so γ² = 2r/(r − 1)² = 2 r S² v²/(cN)² (no cancellation)
+            K = math.exp(lK)
+            r = (1 + K / v) ** (1.0 / delta)
+            S = sum(r ** j for j in range(1, int(delta))) + 1
+            return a2 * s2 / v + (2 * a2 * math.exp(-2 * lK)) * r * S ** 2 * v
+        # p = exp(−L/Δ) = (v/(v + cN))^{1/Δ}
+        if lK <= _LOG_COEF_MAX:
             p = (v / (v + math.exp(lK))) ** (1.0 / delta)
         else:
-            p = pe.exp((pe.log(v) - lK - pe.log(1 + v * math.exp(-lK))) / delta)
+            p = pe.exp(-_log_amplified(d, i, v, hi) / delta)
         return a2 * (s2 + 2 * p / (1 - p) ** 2) / v
     raise PyomoUnsupported(f"mechanism {mech.name!r} (sensitivity {delta:g}) has no closed form for the MINLP; "
                            "use formulation='milp' (solver='highs')")
@@ -101,7 +144,31 @@ def _scale_guess(model) -> float:
     if isinstance(model, StratifiedDesign):
         x = np.clip(model.N * model.total / model.N.sum(), lo, hi)
     val = float(np.sum(d.terms(x)))
-    return val if np.isfinite(val) and val > 0 else 1.0
+    if not (np.isfinite(val) and val > 0):
+        return 1.0
+    # (a value near the float range's ends would make 1/scale overflow: the objective is then flat anyway)
+    return float(np.clip(val, 1e-250, 1e250))
+
+
+# the incremental MILP's costs are divided by a scale: at most this ratio between the largest |cost| and 1
+_MILP_COST_RANGE = 1e10
+
+
+def _milp_cost_scale(incs) -> float:
+    """Divisor of the MILP costs (only the argmin matters; g is re-evaluated by the model).
+
+    HiGHS's tolerances are absolute on reduced costs, so the typical increment (the median |d|, near the
+    optimum's size) becomes ~1 — but never so small that the largest |d| would exceed 1e10 after
+    scaling (|cost| ≥ 1e20 is infinite to HiGHS; increments that are pure round-off, ~1e-316 at ε = 700,
+    used to give a denormal scale whose reciprocal overflowed).
+    """
+    allinc = np.abs(np.concatenate(incs)) if incs else np.zeros(0)
+    allinc = allinc[np.isfinite(allinc) & (allinc > 0)]
+    if not allinc.size:
+        return 1.0
+    big = float(allinc.max())
+    scale = max(float(np.median(allinc)), big / _MILP_COST_RANGE)
+    return scale if scale >= np.finfo(float).tiny else 1.0
 
 
 def build_pyomo_model(model, integer: bool = True, formulation: str = "minlp",
@@ -144,16 +211,20 @@ def build_pyomo_model(model, integer: bool = True, formulation: str = "minlp",
     m.extra = pe.ConstraintList()
 
     if formulation == "minlp":
-        g_expr = sum(_term_expr(d, i, m.n[i]) for i in range(k))
-        m.g = pe.Expression(expr=g_expr)
+        def scaled(divisor):   # Σ f_i / divisor with the divisor folded into the weights
+            return sum(_term_expr(d, i, m.n[i], float(hi[i]), divisor) for i in range(k))
+
+        m.g = pe.Expression(expr=scaled(1.0))
         if isinstance(model, StratifiedDesign):
             scale = _scale_guess(model)
             m.objective_scale = pe.Param(initialize=scale, mutable=False)
-            m.obj = pe.Objective(expr=m.g / scale, sense=pe.minimize)
+            m.objective_offset = pe.Param(initialize=0.0, mutable=False)
+            m.obj = pe.Objective(expr=scaled(scale), sense=pe.minimize)   # = m.g / scale
         else:
             V0 = model.variance_target
             m.objective_scale = pe.Param(initialize=1.0, mutable=False)
-            m.variance = pe.Constraint(expr=m.g / V0 <= model.variance_budget / V0)
+            m.objective_offset = pe.Param(initialize=0.0, mutable=False)
+            m.variance = pe.Constraint(expr=scaled(V0) <= model.variance_budget / V0)   # g/V0 ≤ budget/V0
             m.obj = pe.Objective(expr=sum(float(model.cost[i]) * m.n[i] for i in range(k)), sense=pe.minimize)
         return m
 
@@ -189,19 +260,21 @@ def build_pyomo_model(model, integer: bool = True, formulation: str = "minlp",
                 m.order.add(m.delta[i, t] <= m.delta[i, t - 1])
     base = float(np.sum(d.terms(lo.astype(float))))
     inc_expr = sum(float(incs[i][t]) * m.delta[i, t] for (i, t) in idx)
-    # (the objective below is (inc_expr + base)/scale; m.g is the unscaled value)
+    # (the objective below is Σ (d/scale)·δ, i.e. (g − base)/scale; m.g is the unscaled value)
     if isinstance(model, StratifiedDesign):
         # HiGHS's tolerances are absolute on reduced costs: scale by the typical increment, not by g
-        # (increments near the optimum are ~1e-8·g and would drown in a 1e-7 tolerance)
-        allinc = np.abs(np.concatenate(incs)) if incs else np.ones(1)
-        allinc = allinc[allinc > 0]
-        scale = float(np.median(allinc)) if allinc.size else 1.0
+        # (increments near the optimum are ~1e-8·g and would drown in a 1e-7 tolerance). The costs are
+        # divided here, in floating point, so that no huge coefficient 1/scale is ever formed.
+        scale = _milp_cost_scale(incs)
         m.objective_scale = pe.Param(initialize=scale, mutable=False)
+        m.objective_offset = pe.Param(initialize=base, mutable=False)
         m.g = pe.Expression(expr=base + inc_expr)
-        m.obj = pe.Objective(expr=(inc_expr + base) / scale, sense=pe.minimize)
+        m.obj = pe.Objective(expr=sum(float(incs[i][t] / scale) * m.delta[i, t] for (i, t) in idx),
+                             sense=pe.minimize)
     else:
         V0 = model.variance_target
         m.objective_scale = pe.Param(initialize=1.0, mutable=False)
+        m.objective_offset = pe.Param(initialize=0.0, mutable=False)
         m.g = pe.Expression(expr=base + inc_expr)
         m.variance = pe.Constraint(expr=(inc_expr + base) / V0 <= model.variance_budget / V0)
         m.obj = pe.Objective(expr=sum(float(model.cost[i]) * m.n[i] for i in range(k)), sense=pe.minimize)
@@ -210,6 +283,23 @@ def build_pyomo_model(model, integer: bool = True, formulation: str = "minlp",
 
 # ---------------------------------------------------------------------------------- solving
 _SOLVER_NAMES = {"scip": "scip_direct", "highs": "appsi_highs", "ipopt": "ipopt"}
+_SOLVER_USE = "scip (integer and relaxation), highs (integer, incremental MILP), ipopt (relaxation only)"
+# a point of a non-optimal answer (time limit, feasible) is returned only if it satisfies the model's
+# constraints to this relative tolerance (sum, linear constraints, g ≤ V0; bounds are clipped)
+FEASIBILITY_TOL = 1e-6
+
+
+def _normalize_solver(solver):
+    """The canonical solver name ('SCIP' → 'scip'), or None when the name is not a supported solver."""
+    if isinstance(solver, str):
+        key = solver.strip().lower()
+        if key in SOLVERS:
+            return key
+    return None
+
+
+def _unknown_solver_message(solver) -> str:
+    return f"solver {solver!r} is not supported by the pyomo backend; supported solvers: {_SOLVER_USE}"
 
 
 def _option_map(solver: str, time_limit, mip_gap, integer: bool = True) -> dict:
@@ -246,11 +336,19 @@ def solve_pyomo_model(m, solver: str = "scip", time_limit: float | None = None, 
     import pyomo.environ as pe
     from pyomo.opt import TerminationCondition as TC
 
+    key = _normalize_solver(solver)
+    if key is None:
+        return Status.UNSUPPORTED, _unknown_solver_message(solver), float("nan")
+    solver = key
     name = _SOLVER_NAMES[solver]
     opt = pe.SolverFactory(name)
-    if not opt.available(exception_flag=False):
-        return Status.UNSUPPORTED, f"Pyomo solver {name!r} is not available (install it to use solver={solver!r})", \
-            float("nan")
+    try:
+        available = bool(opt.available(exception_flag=False))
+    except Exception:  # noqa: BLE001 - a broken solver plug-in counts as missing
+        available = False
+    if not available:
+        return Status.UNSUPPORTED, (f"Pyomo solver {name!r} is not available (install it to use solver={solver!r}); "
+                                    f"supported solvers: {_SOLVER_USE}"), float("nan")
     # a time-limited solve is reported through Status; Pyomo's own 'aborted status' log warning is noise here
     log = logging.getLogger("pyomo.core")
     level = log.level
@@ -262,6 +360,10 @@ def solve_pyomo_model(m, solver: str = "scip", time_limit: float | None = None, 
         has_point = len(results.solution) > 0
         if has_point:
             m.solutions.load_from(results)
+        else:
+            # no point from the solver: do not leave the starting values behind to be read as an answer
+            for var in m.component_data_objects(pe.Var, descend_into=True):
+                var.set_value(None, skip_validation=True)
     finally:
         log.setLevel(level)
     try:
@@ -281,9 +383,35 @@ def solve_pyomo_model(m, solver: str = "scip", time_limit: float | None = None, 
     return status, f"{name}: termination {tc}", lb
 
 
-def _check_opts(solver, time_limit, mip_gap, formulation):
-    if solver not in SOLVERS:
-        raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
+def known_feasible_point(model):
+    """An integer point the model itself certifies feasible (``model.is_feasible``), or None if none is known.
+
+    For the plain sum-and-bounds problem one always exists after validation (Σlo ≤ η ≤ Σhi): the
+    largest-remainder proportional design. With linear constraints or a variance bound, a few simple
+    candidates are tried and only a point that passes ``is_feasible`` is returned.
+    """
+    from ..models.stratified import largest_remainder
+
+    lo, hi = np.asarray(model.lower, dtype=np.int64), np.asarray(model.upper, dtype=np.int64)
+    cands = []
+    if isinstance(model, StratifiedDesign):
+        for w in (model.N.astype(float), np.ones(model.k)):
+            try:
+                cands.append(largest_remainder(w, model.total, lo, hi))
+            except ValueError:
+                pass
+    else:
+        cands += [hi, lo]
+    for n in cands:
+        try:
+            if model.is_feasible(n):
+                return np.asarray(n, dtype=np.int64)
+        except (ValueError, FloatingPointError):
+            continue
+    return None
+
+
+def _check_opts(time_limit, mip_gap, formulation):
     if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
                                    or not time_limit > 0):
         raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
@@ -295,7 +423,11 @@ def _check_opts(solver, time_limit, mip_gap, formulation):
 
 def _run(model, integer: bool, solver: str, time_limit, mip_gap, formulation, tee, max_milp_vars) -> Solution:
     t0 = time.perf_counter()
-    _check_opts(solver, time_limit, mip_gap, formulation)
+    key = _normalize_solver(solver)
+    if key is None:
+        return Solution(Status.UNSUPPORTED, backend="pyomo", solver=str(solver), message=_unknown_solver_message(solver))
+    solver = key
+    _check_opts(time_limit, mip_gap, formulation)
     formulation = formulation or ("milp" if solver == "highs" else "minlp")
     if solver == "highs" and formulation == "minlp":
         return Solution(Status.UNSUPPORTED, backend="pyomo", solver="highs",
@@ -340,11 +472,21 @@ def _to_solution(model, m, integer, solver, formulation, status, msg, lb, mip_ga
     vals = [m.n[i].value for i in range(model.k)]
     details = {"formulation": formulation, "build_time": build_time,
                "load_and_solve_time": time.perf_counter() - t0 - build_time}
+    if status == Status.INFEASIBLE:
+        known = known_feasible_point(model)
+        if known is not None:
+            # the model object itself exhibits a feasible point: the solver's claim is a numerical failure
+            status = Status.ERROR
+            msg = (f"{msg}; the solver's infeasibility claim contradicts a known feasible point "
+                   f"n={known.tolist()} (numerical trouble in the solver, not an infeasible model)")
     if any(v is None for v in vals) or status in (Status.INFEASIBLE, Status.ERROR, Status.UNSUPPORTED):
+        if status == Status.TIME_LIMIT:
+            msg = f"{msg}; no incumbent (no feasible point found within the time limit)"
         return Solution(status, backend="pyomo", solver=solver, message=msg, details=details,
                         wall_time=time.perf_counter() - t0)
     pt = np.array(vals, dtype=float)
     scale = float(pe.value(m.objective_scale))
+    offset = float(pe.value(m.objective_offset)) if hasattr(m, "objective_offset") else 0.0
     if integer:
         n = np.round(pt).astype(np.int64)
         if formulation == "milp" and hasattr(m, "lp_integral") and pe.value(m.lp_integral) \
@@ -366,7 +508,7 @@ def _to_solution(model, m, integer, solver, formulation, status, msg, lb, mip_ga
         if isinstance(model, StratifiedDesign) and model.is_plain:
             model.attach_certificate(sol)
         else:
-            lbu = lb * scale if np.isfinite(lb) else float("nan")
+            lbu = lb * scale + offset if np.isfinite(lb) else float("nan")
             gap = (sol.objective - lbu) / abs(sol.objective) if np.isfinite(lbu) and sol.objective else float("nan")
             sol.certificate = Certificate("gap", status == Status.OPTIMAL, lower_bound=lbu, gap=gap,
                                           message=f"{solver} bound")
@@ -376,11 +518,21 @@ def _to_solution(model, m, integer, solver, formulation, status, msg, lb, mip_ga
             # SCIP's feasibility tolerance (1e-6) can leave g(x) ≤ V0 violated by ~1e-6 relative, with a
             # cost below the true optimum: not a proven optimum of the stated model
             status, msg = Status.FEASIBLE, f"{msg}; the point violates a constraint beyond 1e-8 (solver tolerance)"
+        if status != Status.OPTIMAL and not model.is_feasible(pt, tol=FEASIBILITY_TOL):
+            # a non-optimal answer carries a point only when it satisfies the model (e.g. a time-limited
+            # solve that stopped before finding any feasible point)
+            why = f"the solver's point {np.array2string(pt, precision=6, threshold=8)} violates the model's " \
+                  f"constraints beyond relative tolerance {FEASIBILITY_TOL:g}"
+            if status == Status.TIME_LIMIT:
+                return Solution(Status.TIME_LIMIT, backend="pyomo", solver=solver, details=details,
+                                wall_time=time.perf_counter() - t0, message=f"{msg}; no feasible point ({why})")
+            return Solution(Status.ERROR, backend="pyomo", solver=solver, details=details,
+                            wall_time=time.perf_counter() - t0, message=f"{msg}; {why}")
         sol = model.make_solution(x=pt, status=status, message=msg)
     sol.solver = solver
     sol.details.update(details)
     if np.isfinite(lb):
-        sol.details["solver_lower_bound"] = lb * scale
+        sol.details["solver_lower_bound"] = lb * scale + offset
     sol.wall_time = time.perf_counter() - t0
     return sol
 
