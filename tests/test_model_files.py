@@ -40,14 +40,10 @@ def _family(path):
 STRATIFIED = [p for p in MODELS if _family(p) in ("stratified", "stratified_min_cost")]
 COMPARE_TIME_LIMIT = 1.0   # s per route; MINLP/MILP routes that do not finish report time_limit (honestly)
 # Routes left out on big instances, because each would spend far longer than the time limit on work the limit
-# does not bound:
-# * pyomo:highs for eta >= 1e4: the incremental MILP has ~k*eta columns and loading it into HiGHS through
-#   Pyomo's appsi interface takes 15 s (k = 10, eta = 1e4) to 250 s (k = 26, eta = 1e5) before HiGHS's own
-#   time limit starts counting;
-# * algorithm1 for k >= 20: it refuses (unsupported: its search cube holds ~1e14 points at k = 26) only after
-#   ~6-9 s spent on the 2^(k-1) roundings of step (a).
-_SKIP_RULES = (("pyomo:highs", lambda m: getattr(m, "total", 0) >= 10_000),
-               ("algorithm1", lambda m: m.k >= 20))
+# does not bound: algorithm1 for k >= 20 refuses (unsupported: its search cube holds ~1e14 points at k = 26)
+# only after ~6-9 s spent on the 2^(k-1) roundings of step (a). (pyomo:highs refuses a MILP it cannot load
+# within the limit up front.)
+_SKIP_RULES = (("algorithm1", lambda m: m.k >= 20),)
 
 
 def _routes(model):

@@ -13,6 +13,8 @@ Plus the safety net: an ``infeasible`` claim on a model with a known feasible po
 import numpy as np
 import pytest
 
+import dpopt
+
 pe = pytest.importorskip("pyomo.environ")
 
 from dpopt import Status
@@ -257,3 +259,17 @@ def test_unavailable_solver_is_unsupported_with_supported_names(monkeypatch):
         s = getattr(m, task)(backend="pyomo", solver=solver)
         assert s.status == Status.UNSUPPORTED and s.point is None, (task, solver, s.message)
         assert all(w in s.message for w in ("scip", "highs", "ipopt")), s.message
+
+
+def test_highs_refuses_a_milp_it_cannot_load_within_the_time_limit():
+    """Pyomo's hand-over of a 1.5e5-column MILP to HiGHS took ~45 s against a 5 s limit; now refused up front."""
+    import time
+
+    from dpopt.backends.pyomo_stratified import MILP_COLUMNS_PER_SECOND
+    N = 10000 + 1000 * np.arange(10, 0, -1)
+    m = dpopt.StratifiedDesign(N=N, sigma2=0.08 ** (1 + np.arange(1, 11) / 10), total=10 ** 5, epsilon=1.0)
+    t0 = time.perf_counter()
+    sol = m.solve(backend="pyomo", solver="highs", time_limit=5)
+    assert time.perf_counter() - t0 < 5
+    assert sol.status == dpopt.Status.TIME_LIMIT and sol.n is None and "columns" in sol.message
+    assert sol.details["milp_columns"] > 5 * MILP_COLUMNS_PER_SECOND
