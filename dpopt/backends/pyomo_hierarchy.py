@@ -22,6 +22,7 @@ import numpy as np
 from ..models.hierarchy import HierarchyBudget
 from ..registry import register
 from ..result import Solution, Status
+from ._pyomo import quiet_pyomo_log
 
 _DESC = "Pyomo models solved by SCIP (scip_direct) or HiGHS"
 
@@ -103,7 +104,8 @@ def solve_hierarchy_pyomo(model: HierarchyBudget, solver: str = "scip_direct", t
     if time_limit is not None:
         options["limits/time"] = float(time_limit)
     try:
-        res = opt.solve(m, tee=tee, options=options, load_solutions=False)
+        with quiet_pyomo_log():
+            res = opt.solve(m, tee=tee, options=options, load_solutions=False)
     except Exception as exc:  # noqa: BLE001 - a solver fault becomes a status
         return Solution(Status.ERROR, backend="pyomo", solver=solver, message=f"{solver} failed: {exc}")
     tc = res.solver.termination_condition
@@ -112,7 +114,8 @@ def solve_hierarchy_pyomo(model: HierarchyBudget, solver: str = "scip_direct", t
     if len(res.solution) == 0:
         st = Status.TIME_LIMIT if tc in (TC.maxTimeLimit,) else Status.ERROR
         return Solution(st, backend="pyomo", solver=solver, message=f"no solution: {tc}")
-    m.solutions.load_from(res)
+    with quiet_pyomo_log():
+        m.solutions.load_from(res)
     eps = model.make_feasible(ref * np.array([pe.value(m.e[l]) for l in range(L)], dtype=float))
     wall = time.perf_counter() - t0
     cert = model.certificate(eps, tol=gap_tol)

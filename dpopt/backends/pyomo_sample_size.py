@@ -31,6 +31,7 @@ from ..models.sample_size import SampleSizeProgram
 from ..privacy.amplification import log_expm1
 from ..registry import register
 from ..result import Certificate, Solution, Status
+from ._pyomo import quiet_pyomo_log
 
 _DESCRIPTION = "Pyomo modelling layer; SCIP through scip_direct (global MINLP)"
 # SCIP without GMP refuses tolerances below 1e-10 and then prints a warning each time it re-applies
@@ -92,14 +93,16 @@ def solve_pyomo(model: SampleSizeProgram, time_limit: float | None = 60.0, scip_
     options.update(scip_options or {})
     t0 = time.perf_counter()
     try:
-        res = opt.solve(m, options=options, tee=tee, load_solutions=False)
+        with quiet_pyomo_log():
+            res = opt.solve(m, options=options, tee=tee, load_solutions=False)
     except Exception as exc:
         return _fail(Status.ERROR, f"SCIP failed: {exc}")
     wall = time.perf_counter() - t0
     tc = res.solver.termination_condition
     has_point = len(getattr(res, "solution", [])) > 0 if hasattr(res, "solution") else False
     try:
-        m.solutions.load_from(res)
+        with quiet_pyomo_log():
+            m.solutions.load_from(res)
         n_val = pyo.value(m.n, exception=False)
         has_point = n_val is not None
     except Exception:

@@ -36,7 +36,6 @@ model with a known feasible point (e.g. the plain sum-and-bounds problem) is rep
 from __future__ import annotations
 
 import math
-import logging
 import time
 
 import numpy as np
@@ -45,6 +44,7 @@ from ..models.min_cost import MinCostDesign
 from ..models.stratified import StratifiedDesign
 from ..registry import register
 from ..result import Certificate, Solution, Status
+from ._pyomo import quiet_pyomo_log
 
 _DESCRIPTION = "Pyomo models: SCIP MINLP/NLP (scip_direct), HiGHS incremental MILP (appsi_highs), IPOPT if installed"
 SOLVERS = ("scip", "highs", "ipopt")
@@ -353,11 +353,7 @@ def solve_pyomo_model(m, solver: str = "scip", time_limit: float | None = None, 
     if not available:
         return Status.UNSUPPORTED, (f"Pyomo solver {name!r} is not available (install it to use solver={solver!r}); "
                                     f"supported solvers: {_SOLVER_USE}"), float("nan")
-    # a time-limited solve is reported through Status; Pyomo's own 'aborted status' log warning is noise here
-    log = logging.getLogger("pyomo.core")
-    level = log.level
-    log.setLevel(logging.ERROR)
-    try:
+    with quiet_pyomo_log():
         results = opt.solve(m, load_solutions=False, tee=tee,
                             options=_option_map(solver, time_limit, mip_gap, integer))
         tc = results.solver.termination_condition
@@ -368,8 +364,6 @@ def solve_pyomo_model(m, solver: str = "scip", time_limit: float | None = None, 
             # no point from the solver: do not leave the starting values behind to be read as an answer
             for var in m.component_data_objects(pe.Var, descend_into=True):
                 var.set_value(None, skip_validation=True)
-    finally:
-        log.setLevel(level)
     try:
         lb = float(results.problem.lower_bound)
     except (TypeError, ValueError, AttributeError):
