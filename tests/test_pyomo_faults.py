@@ -273,3 +273,13 @@ def test_highs_refuses_a_milp_it_cannot_load_within_the_time_limit():
     assert time.perf_counter() - t0 < 5
     assert sol.status == dpopt.Status.TIME_LIMIT and sol.n is None and "columns" in sol.message
     assert sol.details["milp_columns"] > 5 * MILP_COLUMNS_PER_SECOND
+
+
+def test_certificate_ignores_subnormal_round_off():
+    """σ² = 0 at ε = 700: every increment is ~1e-316 (subnormal, no relative precision); a design whose
+    objective equals exact's to 1e-12 must not fail the exchange certificate on that noise."""
+    m = dpopt.StratifiedDesign(N=[30, 40, 50], sigma2=[0, 0, 0], total=40, epsilon=700, mechanism="dlap")
+    ref = m.solve()
+    sol = m.solve(backend="pyomo", solver="highs")
+    assert sol.status == dpopt.Status.OPTIMAL and m.certificate(sol.n).optimal
+    assert sol.objective == pytest.approx(ref.objective, rel=1e-12)
