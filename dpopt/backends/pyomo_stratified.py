@@ -248,6 +248,11 @@ def build_pyomo_model(model, integer: bool = True, formulation: str = "minlp",
     lp_exact = integer and isinstance(model, StratifiedDesign) and model.is_plain and not any(ordered)
     m.lp_integral = pe.Param(initialize=bool(lp_exact), within=pe.Any, mutable=False)
     binary = integer and not lp_exact
+    if lp_exact:
+        # n = lo + Σ δ is integral at the LP's vertex: keeping n integer would make HiGHS run a MIP
+        # (branch and bound, presolve of minutes at 10⁵ columns) for what is one LP
+        for i in m.S:
+            m.n[i].domain = pe.Reals
     m.delta = pe.Var(m.D, within=pe.Binary if binary else pe.UnitInterval, initialize=0)
     by = {i: [] for i in range(k)}
     for (i, t) in idx:
@@ -467,6 +472,9 @@ def _run(model, integer: bool, solver: str, time_limit, mip_gap, formulation, te
                             message=f"building the {formulation.upper()} took {build_time:.3g} s, beyond the "
                                     f"time limit {time_limit:g} s (lower max_milp_vars to refuse such models early)")
         time_limit = time_limit - build_time
+        if formulation == "milp":
+            # the hand-over to HiGHS runs before HiGHS's clock starts: leave it its estimated share
+            time_limit = max(time_limit - columns / MILP_COLUMNS_PER_SECOND, 0.05 * time_limit)
     try:
         status, msg, lb = solve_pyomo_model(m, solver, time_limit, mip_gap, tee, integer)
     except Exception as exc:  # solver faults become a status
