@@ -27,3 +27,11 @@ def test_readme_snippet_solves(block):
         options["time_limit"] = 60.0
     sol = model.solve(backend=backend, **options)
     assert sol.status.value in ("optimal", "feasible"), sol.message
+
+
+PYTHON_BLOCKS = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+
+
+@pytest.mark.parametrize("block", PYTHON_BLOCKS, ids=[f"python-{i}" for i in range(len(PYTHON_BLOCKS))])
+def test_readme_python_runs(block):
+    exec(compile(block, "README.md", "exec"), {})
