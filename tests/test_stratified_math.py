@@ -133,3 +133,26 @@ def test_fpc_subtracts_constant_only():
     sa, sb = a.solve(), b.solve()
     assert np.array_equal(sa.n, sb.n)
     assert sa.objective - sb.objective == pytest.approx(np.sum(a.alpha2 * a.sigma2 / a.N))
+
+
+@pytest.mark.parametrize("mech", ["dlap", "tulap"])
+@pytest.mark.parametrize("eps", [1e-6, 1.0, 50.0])
+def test_dlap_increments_without_cancellation_at_zero_variance(mech, eps):
+    """σ² = 0: f = 2α²/(cN) + 2α²n/(cN)² (+ α²/(12n) for TuLap); at ε = 50 the increment 2α²/(cN)² ≈ 7e-44 sits
+    under the round-off (1e-36) of f ≈ 1e-20, and the old difference-based increments failed the certificate.
+    Oracle: mpmath at 200 digits; exact must then carry a valid certificate and match enumerate."""
+    import mpmath
+    mpmath.mp.dps = 200
+    m = dpopt.StratifiedDesign(N=[30, 40, 50], sigma2=[0, 0, 0], total=40, epsilon=eps, mechanism=mech)
+    c = mpmath.expm1(mpmath.mpf(eps))
+    for i, N in enumerate((30, 40, 50)):
+        def f(n):
+            q = mpmath.mpf(n) / N
+            return mpmath.mpf(N) ** 2 * (2 * q * (c + q) / c ** 2 + (mpmath.mpf(1) / 12 if mech == "tulap" else 0)) / n
+        for n in (1, 7, 25):
+            ref = f(n + 1) - f(n)
+            got = m.increments(np.array([float(n)]), np.array([i]))[0]
+            assert abs(got - float(ref)) <= 1e-13 * abs(float(ref)), (i, n, got, ref)
+    sol = m.solve()
+    assert sol.status == dpopt.Status.OPTIMAL and sol.certificate.optimal
+    assert sol.objective == pytest.approx(m.solve(backend="enumerate").objective, rel=1e-12)

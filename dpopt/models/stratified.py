@@ -250,6 +250,11 @@ class StratifiedDesign(Model):
         mech, d = self.mechanism, self.sensitivity
         m1 = m + 1.0
         lcn = self.log_c + logN                       # log(cN)
+        if mech.name in ("dlap", "tulap") and d == 1:
+            # f = a2 (s2 + extra)/m + 2 a2/(cN) + 2 a2 m/(cN)² exactly (SPEC §2: the DLap term times 1/n is
+            # linear), so the increment has a closed form; the general route below cancels when σ² = 0
+            extra = 1.0 / 12 if mech.name == "tulap" else 0.0
+            return a2 * (2.0 * np.exp(-2.0 * lcn) - (s2 + extra) / (m * m1))
         L0 = np.logaddexp(0.0, lcn - np.log(m))
         L1 = np.logaddexp(0.0, lcn - np.log(m1))
         dL = np.logaddexp(0.0, lcn - np.log(m) - np.logaddexp(np.log(m1), lcn))   # L0 − L1 > 0
