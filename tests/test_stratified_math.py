@@ -156,3 +156,12 @@ def test_dlap_increments_without_cancellation_at_zero_variance(mech, eps):
     sol = m.solve()
     assert sol.status == dpopt.Status.OPTIMAL and sol.certificate.optimal
     assert sol.objective == pytest.approx(m.solve(backend="enumerate").objective, rel=1e-12)
+
+
+@pytest.mark.parametrize("mech", ["dlap", "tulap"])
+def test_dlap_relaxation_certified_at_zero_variance(mech):
+    """The same cancellation in f' made the KKT certificate of the relaxation fail at σ² = 0, ε = 50."""
+    m = dpopt.StratifiedDesign(N=[30, 40, 50], sigma2=[0, 0, 0], total=40, epsilon=50.0, mechanism=mech)
+    r = m.relax()
+    assert r.status == dpopt.Status.OPTIMAL and r.certificate.optimal
+    assert r.objective <= m.solve().objective * (1 + 1e-12)

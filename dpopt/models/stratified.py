@@ -207,11 +207,17 @@ class StratifiedDesign(Model):
         x = np.asarray(x, dtype=float)
         sl = slice(None) if idx is None else idx
         a2, s2 = self.alpha2[sl], self.sigma2[sl]
+        mech = self.mechanism
+        if mech.name in ("dlap", "tulap") and self.sensitivity == 1:
+            # f = a2 (s2 + extra)/x + 2 a2/(cN) + 2 a2 x/(cN)²: closed forms, free of the cancellation the
+            # general route suffers when σ² = 0 (see increments)
+            t = s2 + (1.0 / 12 if mech.name == "tulap" else 0.0)
+            d1 = a2 * (2.0 * np.exp(-2.0 * (self.log_c + self.log_N[sl])) - t / x ** 2)
+            return d1, (2.0 * a2 * t / x ** 3 if second else None)
         ly = self._log_y(x, idx)
         L = np.logaddexp(0.0, ly)
         s = expit(ly)            # y/(1+y)
         d2 = self.sensitivity ** 2
-        mech = self.mechanism
         inv_x = 1.0 / x
         Lp = -s * inv_x          # dL/dx
         d1 = -s2 * inv_x ** 2
