@@ -17,6 +17,19 @@ class InvalidType(TypeError):
     """A value of the wrong type (raised to the caller even from inside a backend)."""
 
 
+class InvalidOption(ValueError):
+    """A bad backend option value: raised to the caller even from inside a backend (the registry turns
+    every other exception raised there, including checks of solver output, into a status)."""
+
+
+def option(check, name: str, value: Any, **kw):
+    """Run a validator on a backend option, reporting failure as :class:`InvalidOption`."""
+    try:
+        return check(name, value, **kw)
+    except (ValueError, TypeError) as exc:
+        raise InvalidOption(str(exc)) from None
+
+
 def _as_float_array(name: str, value: Any) -> np.ndarray:
     if isinstance(value, (str, bytes, bool, np.bool_)) or value is None:
         raise InvalidType(f"{name} must be a number or a sequence of numbers, got {type(value).__name__}")
@@ -120,11 +133,12 @@ def flag(name: str, value: Any) -> bool:
 
 
 def time_limit(value: Any) -> float | None:
-    """None (no limit) or a finite number of seconds > 0."""
+    """None (no limit) or a finite number of seconds > 0 (a backend option: raises InvalidOption)."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
-        raise InvalidInput(f"time_limit must be a finite number of seconds > 0 (or None for no limit), got {value!r}")
+        raise InvalidOption(f"time_limit must be a finite number of seconds > 0 (or None for no limit), "
+                            f"got {value!r}")
     return float(value)
 
 

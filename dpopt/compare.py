@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _validate as V
 from . import registry
 from .report import table
 from .result import Solution, Status
@@ -154,8 +155,7 @@ def compare(model, backends=None, time_limit: float | None = None, progress: boo
         for n in names:
             if _options_for(n)[0] not in known:
                 raise ValueError(f"unknown backend {n!r}; available: {', '.join(sorted(known))}")
-    if time_limit is not None and not (isinstance(time_limit, (int, float)) and time_limit > 0):
-        raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
+    time_limit = V.time_limit(time_limit)
     options = options or {}
     sols = []
     for k, name in enumerate(names, 1):

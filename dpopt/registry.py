@@ -96,8 +96,8 @@ def dispatch(model, backend: str, task: str, options: dict[str, Any]) -> Solutio
     t0 = time.perf_counter()
     try:
         sol = fn(model, **options)
-    except (KeyboardInterrupt, MemoryError, V.InvalidInput, V.InvalidType):
-        raise   # bad options are the caller's to fix, not a solver status
+    except (KeyboardInterrupt, MemoryError, V.InvalidOption):
+        raise   # bad option values are the caller's to fix, not a solver status
     except Exception as exc:  # a fault inside a solver becomes a status, never a crash
         sol = Solution(status=Status.ERROR, message=f"{type(exc).__name__}: {exc}")
     sol.wall_time = sol.wall_time or (time.perf_counter() - t0)

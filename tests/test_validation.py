@@ -193,3 +193,35 @@ def test_trust_constr_is_not_optimal_short_of_an_active_bound():
     assert sol.status in (dpopt.Status.OPTIMAL, dpopt.Status.FEASIBLE)
     if sol.status == dpopt.Status.OPTIMAL:
         assert sol.objective == pytest.approx(ref.objective, rel=1e-7)
+
+
+def test_solver_output_faults_are_a_status_not_an_exception(monkeypatch):
+    """Bad option values raise; a solver returning NaN (checked by the same validators) is status=error."""
+    import scipy.optimize as so
+    real = so.minimize
+
+    def nan_minimize(*a, **k):
+        r = real(*a, **k)
+        r.x = np.full_like(r.x, np.nan)
+        return r
+
+    monkeypatch.setattr(so, "minimize", nan_minimize)
+    m = dpopt.StratifiedDesign(N=[30, 40], sigma2=[1, 2], total=20, epsilon=1.0)
+    assert m.relax(backend="scipy").status == dpopt.Status.ERROR
+    h = dpopt.HierarchyBudget(dpopt.toy_hierarchy(), 1.0)
+    assert h.solve(backend="scipy").status == dpopt.Status.ERROR
+    with pytest.raises(ValueError, match="time_limit"):
+        dpopt.compare(m, ["exact"], time_limit=float("inf"), progress=False)
+
+
+def test_dlap_constant_term_not_lost_to_subnormal_underflow():
+    """2α²/(cN)² with exp(−2 log cN) subnormal but the product normal (ε = 352, N = 1e9, α = 1.5e9)."""
+    import mpmath
+    mpmath.mp.dps = 50
+    m = dpopt.StratifiedDesign(N=[10 ** 9, 10], sigma2=[0, 0], total=5, epsilon=352.0, mechanism="dlap",
+                               objective=[1.5e9, 10.0])
+    c = mpmath.expm1(352)
+    true = [2 * mpmath.mpf(a) ** 2 / (c * N) ** 2 for a, N in ((1.5e9, 10 ** 9), (10.0, 10))]
+    got = m.increments(np.array([1.0, 1.0]))
+    assert got == pytest.approx([float(t) for t in true], rel=1e-12)
+    assert m.solve().n.tolist() == [1, 4]

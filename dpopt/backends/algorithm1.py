@@ -131,7 +131,7 @@ def solve_stratified(model: StratifiedDesign, max_candidates: int = DEFAULT_MAX_
     limit = _check_limit(max_candidates)
     time_limit = _check_time(time_limit)
     if lambda_rule not in ("corrected", "paper"):
-        raise V.InvalidInput(f"lambda_rule must be 'corrected' or 'paper', got {lambda_rule!r}")
+        raise V.InvalidOption(f"lambda_rule must be 'corrected' or 'paper', got {lambda_rule!r}")
     if not model.is_plain:
         return Solution(Status.UNSUPPORTED, backend="algorithm1",
                         message="Algorithm 1 covers the sum-and-bounds problem only (its ball is centred at the "

@@ -217,7 +217,7 @@ _STATUS = {"optimal": Status.OPTIMAL, "optimal_inaccurate": Status.FEASIBLE, "in
 def _check(time_limit, method=None):
     V.time_limit(time_limit)
     if method is not None and method not in ("auto", "dcp", "cuts", "dnlp"):
-        raise V.InvalidInput(f"method must be 'auto', 'dcp', 'cuts' or 'dnlp', got {method!r}")
+        raise V.InvalidOption(f"method must be 'auto', 'dcp', 'cuts' or 'dnlp', got {method!r}")
 
 
 def _solve_dcp(model, integer: bool, time_limit, t0) -> Solution:
@@ -411,8 +411,8 @@ def relax(model, time_limit: float | None = None, method: str = "auto", gap_tol:
     t0 = time.perf_counter()
     _check(time_limit, method)
     if not (isinstance(gap_tol, (int, float)) and 0 < gap_tol < 1):
-        raise V.InvalidInput(f"gap_tol must be a number in (0, 1), got {gap_tol!r}")
-    V.integer("max_iter", max_iter, minimum=1)
+        raise V.InvalidOption(f"gap_tol must be a number in (0, 1), got {gap_tol!r}")
+    V.option(V.integer, "max_iter", max_iter, minimum=1)
     miss = _missing()
     if miss:
         return miss

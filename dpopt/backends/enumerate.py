@@ -209,7 +209,7 @@ def _too_big(count: int, limit: int, what: str) -> Solution:
 
 def _check_limit(max_candidates) -> int:
     if isinstance(max_candidates, bool) or not isinstance(max_candidates, (int, np.integer)) or max_candidates < 1:
-        raise V.InvalidInput(f"max_candidates must be a positive integer, got {max_candidates!r}")
+        raise V.InvalidOption(f"max_candidates must be a positive integer, got {max_candidates!r}")
     return int(max_candidates)
 
 

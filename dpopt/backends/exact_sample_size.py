@@ -125,9 +125,9 @@ def solve_exact(model: SampleSizeProgram, method: str = "auto", scan_limit: int 
     scan_limit : largest N a scan may cover (a callable without trend and larger N is ``unsupported``).
     """
     if method not in ("auto", "bnb", "scan"):
-        raise V.InvalidInput(f"method must be 'auto', 'bnb' or 'scan', got {method!r}")
+        raise V.InvalidOption(f"method must be 'auto', 'bnb' or 'scan', got {method!r}")
     if int(branching) < 2 or int(leaf) < 1:
-        raise V.InvalidInput("branching must be >= 2 and leaf >= 1")
+        raise V.InvalidOption("branching must be >= 2 and leaf >= 1")
     t0 = time.perf_counter()
     deadline = np.inf if time_limit is None else t0 + float(time_limit)
     use_scan = method == "scan" or (method == "auto" and (model.N <= 4096 or not model.bounded))

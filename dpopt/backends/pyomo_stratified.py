@@ -106,8 +106,8 @@ def _term_expr(d: StratifiedDesign, i: int, v, hi: float | None = None, divisor:
     if mech.name in ("dlap", "tulap") and delta == 1:
         extra = 1.0 / 12 if mech.name == "tulap" else 0.0
         # γ² = 2q(c+q)/c², q = v/N:  f = a2 (s2 + extra)/v + 2 a2/(cN) + 2 a2 v/(cN)²
-        c1 = 2 * a2 * math.exp(-lK)          # 2 a2/(cN)   (underflows harmlessly to 0 for huge cN)
-        c2 = 2 * a2 * math.exp(-2 * lK)      # 2 a2/(cN)²
+        c1 = math.exp(math.log(2 * a2) - lK)          # 2 a2/(cN), in log space (a2 may be huge)
+        c2 = math.exp(math.log(2 * a2) - 2 * lK)      # 2 a2/(cN)²
         return a2 * (s2 + extra) / v + c1 + c2 * v
     if mech.name == "dlap":
         if lK <= 0 and delta == int(delta) and delta <= 64:

@@ -21,7 +21,7 @@ from ..result import Solution, Status
 def solve_hierarchy_scipy(model: HierarchyBudget, method: str = "SLSQP", ftol: float = 1e-15,
                           max_iter: int = 500, gap_tol: float = 1e-6, time_limit=None) -> Solution:
     if method != "SLSQP":
-        raise V.InvalidInput(f"method must be 'SLSQP' for the hierarchy model, got {method!r}")
+        raise V.InvalidOption(f"method must be 'SLSQP' for the hierarchy model, got {method!r}")
     try:
         from scipy.optimize import minimize
     except ImportError:  # pragma: no cover

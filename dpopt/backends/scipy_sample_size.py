@@ -29,7 +29,7 @@ def solve_scipy(model: SampleSizeProgram, segments: int = 16, xatol: float = 1e-
         return Solution(status=Status.UNSUPPORTED, backend="scipy", message=f"scipy missing: {exc}")
     segments = int(segments)
     if segments < 1:
-        raise V.InvalidInput("segments must be >= 1")
+        raise V.InvalidOption("segments must be >= 1")
     N = model.N
     logN = math.log(N)
     f = lambda t: float(model.variance(min(float(N), max(1.0, math.exp(t)))))  # noqa: E731

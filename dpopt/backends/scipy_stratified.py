@@ -33,10 +33,10 @@ def relax(model, method: str = "SLSQP", tol: float = 1e-13, max_iter: int = 2000
 
     t0 = time.perf_counter()
     if method not in METHODS:
-        raise V.InvalidInput(f"method must be one of {METHODS}, got {method!r}")
+        raise V.InvalidOption(f"method must be one of {METHODS}, got {method!r}")
     if not (isinstance(tol, (int, float)) and tol > 0):
-        raise V.InvalidInput(f"tol must be a positive number, got {tol!r}")
-    max_iter = V.integer("max_iter", max_iter, minimum=1)
+        raise V.InvalidOption(f"tol must be a positive number, got {tol!r}")
+    max_iter = V.option(V.integer, "max_iter", max_iter, minimum=1)
     deadline = None if time_limit is None else t0 + V.time_limit(time_limit)
     d = model.design if isinstance(model, MinCostDesign) else model
     lo, hi = model.lower.astype(float), model.upper.astype(float)
@@ -132,6 +132,8 @@ class _TimeUp(Exception):
 
 
 def _feasible(model, x, tol: float = 1e-7) -> bool:
+    if not np.all(np.isfinite(x)):
+        return False
     if isinstance(model, StratifiedDesign):
         if abs(x.sum() - model.total) > tol * model.total:
             return False

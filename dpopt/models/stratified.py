@@ -212,7 +212,7 @@ class StratifiedDesign(Model):
             # f = a2 (s2 + extra)/x + 2 a2/(cN) + 2 a2 x/(cN)²: closed forms, free of the cancellation the
             # general route suffers when σ² = 0 (see increments)
             t = s2 + (1.0 / 12 if mech.name == "tulap" else 0.0)
-            d1 = a2 * (2.0 * np.exp(-2.0 * (self.log_c + self.log_N[sl])) - t / x ** 2)
+            d1 = np.exp(np.log(2.0 * a2) - 2.0 * (self.log_c + self.log_N[sl])) - a2 * t / x ** 2
             return d1, (2.0 * a2 * t / x ** 3 if second else None)
         ly = self._log_y(x, idx)
         L = np.logaddexp(0.0, ly)
@@ -260,7 +260,8 @@ class StratifiedDesign(Model):
             # f = a2 (s2 + extra)/m + 2 a2/(cN) + 2 a2 m/(cN)² exactly (SPEC §2: the DLap term times 1/n is
             # linear), so the increment has a closed form; the general route below cancels when σ² = 0
             extra = 1.0 / 12 if mech.name == "tulap" else 0.0
-            return a2 * (2.0 * np.exp(-2.0 * lcn) - (s2 + extra) / (m * m1))
+            # 2 a2/(cN)² in log space: exp(−2 log cN) alone is subnormal long before the product is
+            return np.exp(np.log(2.0 * a2) - 2.0 * lcn) - a2 * (s2 + extra) / (m * m1)
         L0 = np.logaddexp(0.0, lcn - np.log(m))
         L1 = np.logaddexp(0.0, lcn - np.log(m1))
         dL = np.logaddexp(0.0, lcn - np.log(m) - np.logaddexp(np.log(m1), lcn))   # L0 − L1 > 0
