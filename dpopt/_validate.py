@@ -9,14 +9,6 @@ from typing import Any
 import numpy as np
 
 
-class InvalidInput(ValueError):
-    """A value outside its allowed range (raised to the caller even from inside a backend)."""
-
-
-class InvalidType(TypeError):
-    """A value of the wrong type (raised to the caller even from inside a backend)."""
-
-
 class InvalidOption(ValueError):
     """A bad backend option value: raised to the caller even from inside a backend (the registry turns
     every other exception raised there, including checks of solver output, into a status)."""
@@ -32,15 +24,15 @@ def option(check, name: str, value: Any, **kw):
 
 def _as_float_array(name: str, value: Any) -> np.ndarray:
     if isinstance(value, (str, bytes, bool, np.bool_)) or value is None:
-        raise InvalidType(f"{name} must be a number or a sequence of numbers, got {type(value).__name__}")
+        raise TypeError(f"{name} must be a number or a sequence of numbers, got {type(value).__name__}")
     try:
         raw = np.asarray(value)
         numeric = raw.dtype != bool
         arr = raw.astype(float) if numeric else raw
     except (TypeError, ValueError) as exc:
-        raise InvalidType(f"{name} must be numeric; could not convert: {exc}") from None
+        raise TypeError(f"{name} must be numeric; could not convert: {exc}") from None
     if not numeric:
-        raise InvalidType(f"{name} must hold numbers, not booleans")
+        raise TypeError(f"{name} must hold numbers, not booleans")
     return arr
 
 
@@ -50,38 +42,38 @@ def vector(name: str, value: Any, *, length: int | None = None) -> np.ndarray:
     if arr.ndim == 0 and length is not None:
         arr = np.full(length, float(arr))
     if arr.ndim != 1:
-        raise InvalidInput(f"{name} must be one-dimensional, got shape {arr.shape}")
+        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
     if arr.size == 0:
-        raise InvalidInput(f"{name} must not be empty")
+        raise ValueError(f"{name} must not be empty")
     if length is not None and arr.size != length:
-        raise InvalidInput(f"{name} has length {arr.size}, expected {length} (one entry per stratum)")
+        raise ValueError(f"{name} has length {arr.size}, expected {length} (one entry per stratum)")
     if not np.all(np.isfinite(arr)):
-        raise InvalidInput(f"{name} must be finite (no NaN or infinity)")
+        raise ValueError(f"{name} must be finite (no NaN or infinity)")
     return arr
 
 
 def positive_int_vector(name: str, value: Any, *, length: int | None = None, minimum: int = 1) -> np.ndarray:
     arr = vector(name, value, length=length)
     if np.any(arr != np.round(arr)):
-        raise InvalidInput(f"{name} must hold integers")
+        raise ValueError(f"{name} must hold integers")
     if np.any(arr < minimum):
-        raise InvalidInput(f"{name} must be >= {minimum}, got min {arr.min():g}")
+        raise ValueError(f"{name} must be >= {minimum}, got min {arr.min():g}")
     if np.any(arr > 2**53):
-        raise InvalidInput(f"{name} must be <= 2**53")
+        raise ValueError(f"{name} must be <= 2**53")
     return arr.astype(np.int64)
 
 
 def nonnegative_vector(name: str, value: Any, *, length: int | None = None) -> np.ndarray:
     arr = vector(name, value, length=length)
     if np.any(arr < 0):
-        raise InvalidInput(f"{name} must be >= 0, got min {arr.min():g}")
+        raise ValueError(f"{name} must be >= 0, got min {arr.min():g}")
     return arr
 
 
 def positive_vector(name: str, value: Any, *, length: int | None = None) -> np.ndarray:
     arr = vector(name, value, length=length)
     if np.any(arr <= 0):
-        raise InvalidInput(f"{name} must be > 0, got min {arr.min():g}")
+        raise ValueError(f"{name} must be > 0, got min {arr.min():g}")
     return arr
 
 
@@ -90,29 +82,29 @@ def real(name: str, value: Any) -> float:
         if isinstance(value, np.ndarray) and value.ndim == 0:
             value = value.item()
         else:
-            raise InvalidType(f"{name} must be a real number, got {type(value).__name__}")
+            raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
     v = float(value)
     if not math.isfinite(v):
-        raise InvalidInput(f"{name} must be finite, got {v}")
+        raise ValueError(f"{name} must be finite, got {v}")
     return v
 
 
 def positive(name: str, value: Any, *, upper: float | None = None) -> float:
     v = real(name, value)
     if v <= 0:
-        raise InvalidInput(f"{name} must be > 0, got {v:g}")
+        raise ValueError(f"{name} must be > 0, got {v:g}")
     if upper is not None and v > upper:
-        raise InvalidInput(f"{name} must be in (0, {upper:g}], got {v:g}")
+        raise ValueError(f"{name} must be in (0, {upper:g}], got {v:g}")
     return v
 
 
 def integer(name: str, value: Any, *, minimum: int | None = None) -> int:
     v = real(name, value)
     if v != round(v):
-        raise InvalidInput(f"{name} must be an integer, got {v:g}")
+        raise ValueError(f"{name} must be an integer, got {v:g}")
     iv = int(round(v))
     if minimum is not None and iv < minimum:
-        raise InvalidInput(f"{name} must be >= {minimum}, got {iv}")
+        raise ValueError(f"{name} must be >= {minimum}, got {iv}")
     return iv
 
 
@@ -121,14 +113,14 @@ def probability(name: str, value: Any, *, closed_upper: bool = False) -> float:
     ok = 0 <= v <= 1 if closed_upper else 0 <= v < 1
     if not ok:
         rng = "[0, 1]" if closed_upper else "[0, 1)"
-        raise InvalidInput(f"{name} must be in {rng}, got {v:g}")
+        raise ValueError(f"{name} must be in {rng}, got {v:g}")
     return v
 
 
 def flag(name: str, value: Any) -> bool:
     """A true boolean (``bool("no")`` is True, so strings and numbers are refused)."""
     if not isinstance(value, (bool, np.bool_)):
-        raise InvalidType(f"{name} must be true or false, got {value!r}")
+        raise TypeError(f"{name} must be true or false, got {value!r}")
     return bool(value)
 
 
@@ -144,8 +136,8 @@ def time_limit(value: Any) -> float | None:
 
 def choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
     if not isinstance(value, str):
-        raise InvalidType(f"{name} must be one of {', '.join(map(repr, allowed))}, got {type(value).__name__}")
+        raise TypeError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {type(value).__name__}")
     key = value.strip().lower()
     if key not in allowed:
-        raise InvalidInput(f"unknown {name} {value!r}; allowed: {', '.join(map(repr, allowed))}")
+        raise ValueError(f"unknown {name} {value!r}; allowed: {', '.join(map(repr, allowed))}")
     return key

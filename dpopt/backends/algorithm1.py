@@ -74,16 +74,9 @@ def kkt_slack(model: StratifiedDesign, xs: np.ndarray, multiplier: float | None)
     x* comes from a numerical solve, so its KKT conditions hold only to rounding: with μ the multiplier,
     ∇g·(n − x*) = Σ (f_i' + μ)(n_i − x_i*) − μ(η − Σ x*); a coordinate at its lower (upper) bound can only
     move up (down), so only the wrong-signed part of f_i' + μ counts there."""
-    d1 = model.terms_derivative(xs, 1)
-    lo, hi = model.lower.astype(float), model.upper.astype(float)
-    at_lo = xs <= lo * (1 + 1e-12)
-    at_hi = xs >= hi * (1 - 1e-12)
-    free = ~(at_lo | at_hi)
-    if multiplier is None or not math.isfinite(multiplier):
-        multiplier = -float(np.median(d1[free])) if free.any() else 0.0
-    res = d1 + multiplier
-    res = np.where(at_lo, np.minimum(res, 0.0), np.where(at_hi, np.maximum(res, 0.0), res))
-    return float(np.linalg.norm(res)), abs(multiplier * (model.total - math.fsum(xs)))
+    mu = None if multiplier is None else -multiplier       # λ = −μ in the convention f'(x) + λ = 0
+    res, mu = model.kkt_residuals(xs, mu, bound_rtol=1e-12)
+    return float(np.linalg.norm(res)), abs(mu * (model.total - math.fsum(xs)))
 
 
 def corrected_radius(model: StratifiedDesign, xs: np.ndarray, dg: float, rho: float = 0.0, max_iter: int = 200):

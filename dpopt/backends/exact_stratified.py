@@ -174,19 +174,13 @@ def relax_stratified(model: StratifiedDesign, tol: float = 1e-12, max_iter: int 
     t0 = time.perf_counter()
     if not model.is_plain:
         return _unsupported()
-    lo = model.lower.astype(float)
-    hi = model.upper.astype(float)
     eta = float(model.total)
     x, mu, x_mu, it = _kkt(model, tol, max_iter)
     grad = model.terms_derivative(x, 1)
-    inner = (x > lo) & (x < hi)
     scale = max(float(np.max(np.abs(grad))), np.finfo(float).tiny)
     # KKT residual: the spread of f' over interior coordinates, and sign conditions at the bounds
-    mu_hat = float(np.median(grad[inner])) if inner.any() else mu
-    res = [np.max(np.abs(grad[inner] - mu_hat)) if inner.any() else 0.0,
-           np.max(np.maximum(mu_hat - grad[(x <= lo) & (hi > lo)], 0.0), initial=0.0),
-           np.max(np.maximum(grad[(x >= hi) & (hi > lo)] - mu_hat, 0.0), initial=0.0)]
-    kkt = float(max(res)) / scale
+    res, mu_hat = model.kkt_residuals(x, fallback_mu=mu)
+    kkt = float(np.max(np.abs(res))) / scale
     ok = kkt < 1e-7 and abs(x.sum() - eta) <= 1e-9 * eta
     sol = model.make_solution(x=x, status=Status.OPTIMAL if ok else Status.FEASIBLE,
                               message=f"KKT solve in {it} multiplier iterations")

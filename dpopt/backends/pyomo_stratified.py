@@ -40,6 +40,7 @@ import time
 
 import numpy as np
 
+from .. import _validate as V
 from ..models.min_cost import MinCostDesign
 from ..models.stratified import StratifiedDesign
 from ..registry import register
@@ -425,9 +426,7 @@ def known_feasible_point(model):
 
 
 def _check_opts(time_limit, mip_gap, formulation):
-    if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
-                                   or not time_limit > 0):
-        raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
+    V.time_limit(time_limit)
     if mip_gap is not None and (not isinstance(mip_gap, (int, float)) or not 0 <= mip_gap < 1):
         raise ValueError(f"mip_gap must be in [0, 1), got {mip_gap!r}")
     if formulation is not None and formulation not in FORMULATIONS:

@@ -13,6 +13,7 @@ unit increments); solving is the business of the backends (``solve(backend=...)`
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -192,6 +193,27 @@ class StratifiedDesign(Model):
         """f_i(x_i) per stratum (real or integer x, no validation)."""
         x = np.asarray(x, dtype=float)
         return self.alpha2 * (self.sigma2 + self.noise_variance_at(x)) / x
+
+    def kkt_residuals(self, x, mu=None, bound_rtol: float = 0.0, fallback_mu: float = 0.0):
+        """Per-stratum violation of the relaxation's KKT conditions at x, and the multiplier μ used.
+
+        Stationarity asks f_i'(x_i) = μ on free strata; a stratum at its lower (upper) bound may only move
+        up (down), so only f_i' < μ (f_i' > μ) violates there; fixed strata (lo = hi) never do. The signed
+        residuals f_i' − μ of those violations are returned (0 elsewhere). ``mu`` defaults to the median f'
+        over the free strata (``fallback_mu`` when none is free); ``bound_rtol`` is how close (relative)
+        to a bound counts as at it.
+        """
+        x = np.asarray(x, dtype=float)
+        grad = self.terms_derivative(x, 1)
+        lo, hi = self.lower.astype(float), self.upper.astype(float)
+        at_lo = x <= lo * (1 + bound_rtol)
+        at_hi = x >= hi * (1 - bound_rtol)
+        free = ~(at_lo | at_hi)
+        if mu is None or not math.isfinite(mu):
+            mu = float(np.median(grad[free])) if free.any() else float(fallback_mu)
+        res = grad - mu
+        res = np.where(at_lo, np.minimum(res, 0.0), np.where(at_hi, np.maximum(res, 0.0), res))
+        return np.where(hi > lo, res, 0.0), mu
 
     def terms_derivative(self, x, order: int = 1, idx=None) -> np.ndarray:
         """f_i'(x_i) (order=1) or f_i''(x_i) (order=2), stable (SPEC §2 fact 6).
