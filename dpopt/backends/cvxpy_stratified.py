@@ -48,16 +48,11 @@ def _design(model) -> StratifiedDesign:
 
 def dcp_coefficients(d: StratifiedDesign):
     """(a, b, const) with f_i(n) = a_i/n + b_i n + const_i, or raise CvxpyUnsupported."""
-    mech = d.mechanism
-    if mech.name not in ("dlap", "tulap") or d.sensitivity != 1:
-        raise CvxpyUnsupported(f"mechanism {mech.name!r} with sensitivity {d.sensitivity:g} is not DCP "
+    form = d.linear_noise_form()
+    if form is None:
+        raise CvxpyUnsupported(f"mechanism {d.mechanism.name!r} with sensitivity {d.sensitivity:g} is not DCP "
                                "(only DLap/TuLap with sensitivity 1 are)")
-    extra = 1.0 / 12 if mech.name == "tulap" else 0.0
-    inv_cN = np.exp(-d.log_c - d.log_N)
-    a = d.alpha2 * (d.sigma2 + extra)
-    b = 2 * d.alpha2 * inv_cN ** 2
-    const = 2 * d.alpha2 * inv_cN
-    return a, b, const
+    return form
 
 
 def _noise_variance_expr(mech, L, sensitivity: float, large: bool = False):

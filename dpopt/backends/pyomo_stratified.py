@@ -104,12 +104,10 @@ def _term_expr(d: StratifiedDesign, i: int, v, hi: float | None = None, divisor:
     if mech.name == "laplace":
         L = _log_amplified(d, i, v, hi)
         return a2 * (s2 + 2 * delta ** 2 / L ** 2) / v
-    if mech.name in ("dlap", "tulap") and delta == 1:
-        extra = 1.0 / 12 if mech.name == "tulap" else 0.0
-        # γ² = 2q(c+q)/c², q = v/N:  f = a2 (s2 + extra)/v + 2 a2/(cN) + 2 a2 v/(cN)²
-        c1 = math.exp(math.log(2 * a2) - lK)          # 2 a2/(cN), in log space (a2 may be huge)
-        c2 = math.exp(math.log(2 * a2) - 2 * lK)      # 2 a2/(cN)²
-        return a2 * (s2 + extra) / v + c1 + c2 * v
+    form = d.linear_noise_form(divisor)
+    if form is not None:          # DLap/TuLap with Δ = 1: f/divisor = a/v + b·v + const exactly
+        a, b, const = (float(t[i]) for t in form)
+        return a / v + const + b * v
     if mech.name == "dlap":
         if lK <= 0 and delta == int(delta) and delta <= 64:
             # small y = cN/v ≤ 1: 1 − p cancels. With r = (1 + y)^{1/Δ} = 1/p and S = Σ_{j<Δ} r^j,

@@ -194,6 +194,23 @@ class StratifiedDesign(Model):
         x = np.asarray(x, dtype=float)
         return self.alpha2 * (self.sigma2 + self.noise_variance_at(x)) / x
 
+    def linear_noise_form(self, divisor: float = 1.0):
+        """``(a, b, const)`` with f_i(n)/divisor = a_i/n + b_i·n + const_i, or None for other mechanisms.
+
+        DLap and TuLap with sensitivity 1 have γ² = 2q(c+q)/c² (+ 1/12), q = n/N, so
+        f = α²(σ² + extra)/n + 2α²/(cN) + 2α²n/(cN)² exactly (SPEC §2). The last two are formed in log space:
+        exp(−2 log cN) alone is subnormal long before the product is. This form is DCP (cvxpy), linear
+        plus inv for Pyomo, and gives increments and derivatives without cancellation when σ² = 0.
+        """
+        mech = self.mechanism
+        if mech.name not in ("dlap", "tulap") or self.sensitivity != 1:
+            return None
+        extra = 1.0 / 12 if mech.name == "tulap" else 0.0
+        w = self.alpha2 / float(divisor)
+        lcn = self.log_c + self.log_N                   # log(cN)
+        log_2w = np.log(2.0 * w)
+        return w * (self.sigma2 + extra), np.exp(log_2w - 2.0 * lcn), np.exp(log_2w - lcn)
+
     def kkt_residuals(self, x, mu=None, bound_rtol: float = 0.0, fallback_mu: float = 0.0):
         """Per-stratum violation of the relaxation's KKT conditions at x, and the multiplier μ used.
 
@@ -230,12 +247,10 @@ class StratifiedDesign(Model):
         sl = slice(None) if idx is None else idx
         a2, s2 = self.alpha2[sl], self.sigma2[sl]
         mech = self.mechanism
-        if mech.name in ("dlap", "tulap") and self.sensitivity == 1:
-            # f = a2 (s2 + extra)/x + 2 a2/(cN) + 2 a2 x/(cN)²: closed forms, free of the cancellation the
-            # general route suffers when σ² = 0 (see increments)
-            t = s2 + (1.0 / 12 if mech.name == "tulap" else 0.0)
-            d1 = np.exp(np.log(2.0 * a2) - 2.0 * (self.log_c + self.log_N[sl])) - a2 * t / x ** 2
-            return d1, (2.0 * a2 * t / x ** 3 if second else None)
+        form = self.linear_noise_form()
+        if form is not None:     # f = a/x + b·x + const: no cancellation when σ² = 0
+            a, b = form[0][sl], form[1][sl]
+            return b - a / x ** 2, (2.0 * a / x ** 3 if second else None)
         ly = self._log_y(x, idx)
         L = np.logaddexp(0.0, ly)
         s = expit(ly)            # y/(1+y)
@@ -278,12 +293,9 @@ class StratifiedDesign(Model):
         mech, d = self.mechanism, self.sensitivity
         m1 = m + 1.0
         lcn = self.log_c + logN                       # log(cN)
-        if mech.name in ("dlap", "tulap") and d == 1:
-            # f = a2 (s2 + extra)/m + 2 a2/(cN) + 2 a2 m/(cN)² exactly (SPEC §2: the DLap term times 1/n is
-            # linear), so the increment has a closed form; the general route below cancels when σ² = 0
-            extra = 1.0 / 12 if mech.name == "tulap" else 0.0
-            # 2 a2/(cN)² in log space: exp(−2 log cN) alone is subnormal long before the product is
-            return np.exp(np.log(2.0 * a2) - 2.0 * lcn) - a2 * (s2 + extra) / (m * m1)
+        form = self.linear_noise_form()
+        if form is not None:     # f = a/m + b·m + const: the general route below cancels when σ² = 0
+            return form[1][sl] - form[0][sl] / (m * m1)
         L0 = np.logaddexp(0.0, lcn - np.log(m))
         L1 = np.logaddexp(0.0, lcn - np.log(m1))
         dL = np.logaddexp(0.0, lcn - np.log(m) - np.logaddexp(np.log(m1), lcn))   # L0 − L1 > 0
