@@ -19,9 +19,11 @@ import time
 
 import numpy as np
 
+from ..models.min_cost import MinCostDesign
 from ..models.stratified import StratifiedDesign
 from ..registry import register
 from ..result import Certificate, Solution, Status
+from .exact_constrained import relax_constrained, solve_constrained
 
 _DESCRIPTION = "dpopt's own exact solvers (no external solver needed)"
 
@@ -166,14 +168,16 @@ def dual_bound(model: StratifiedDesign, mu: float, x_mu: np.ndarray) -> float:
 
 
 def relax_stratified(model: StratifiedDesign, tol: float = 1e-12, max_iter: int = 400,
-                     time_limit: float | None = None) -> Solution:
+                     time_limit: float | None = None, rel_gap: float = 1e-9, verbose: bool = False) -> Solution:
     """Continuous optimum x* of the relaxation by KKT bisection/Newton on the multiplier.
 
-    ``time_limit`` is accepted for interface uniformity; the method is polynomial and fast.
+    A design with constraints, precision targets or several variables goes to the constrained solver
+    (dual Newton over all rows, :mod:`.exact_constrained`), which honours ``time_limit``; the plain
+    problem's method is polynomial and fast.
     """
     t0 = time.perf_counter()
     if not model.is_plain:
-        return _unsupported()
+        return relax_constrained(model, rel_gap=rel_gap, time_limit=time_limit, verbose=verbose)
     eta = float(model.total)
     x, mu, x_mu, it = _kkt(model, tol, max_iter)
     grad = model.terms_derivative(x, 1)
@@ -266,16 +270,18 @@ def _exchange(model: StratifiedDesign, n: np.ndarray, rtol: float, max_rounds: i
     return n, rounds, moves
 
 
-def solve_stratified(model: StratifiedDesign, rtol: float = 1e-10, time_limit: float | None = None) -> Solution:
-    """Certified integer optimum of the sum-and-bounds stratified design.
+def solve_stratified(model: StratifiedDesign, rtol: float = 1e-10, time_limit: float | None = None,
+                     rel_gap: float = 1e-9, verbose: bool = False) -> Solution:
+    """Certified integer optimum of the stratified design.
 
-    The continuous multiplier is only a start here (a loose solve suffices: the exchange phase and
-    the certificate make the answer exact), and it yields the Lagrangian lower bound reported as
-    ``details["lower_bound"]``.
+    Sum-and-bounds problem: the continuous multiplier is only a start (a loose solve suffices: the
+    exchange phase and the certificate make the answer exact), and it yields the Lagrangian lower bound
+    reported as ``details["lower_bound"]``. Anything more (linear constraints, precision targets, several
+    variables) goes to the constrained solver (:mod:`.exact_constrained`), certified by a gap ≤ ``rel_gap``.
     """
     t0 = time.perf_counter()
     if not model.is_plain:
-        return _unsupported()
+        return solve_constrained(model, rel_gap=rel_gap, time_limit=time_limit, verbose=verbose)
     x, mu, x_mu, it = _kkt(model, tol=1e-8)
     n = np.clip(np.floor(x), model.lower, model.upper).astype(np.int64)
     n, fill_rounds = _fill(model, n)
@@ -301,3 +307,5 @@ def solve_stratified(model: StratifiedDesign, rtol: float = 1e-10, time_limit: f
 
 register("exact", StratifiedDesign, "relax", _DESCRIPTION)(relax_stratified)
 register("exact", StratifiedDesign, "solve", _DESCRIPTION)(solve_stratified)
+register("exact", MinCostDesign, "relax", _DESCRIPTION)(relax_constrained)
+register("exact", MinCostDesign, "solve", _DESCRIPTION)(solve_constrained)

@@ -1,18 +1,17 @@
-"""Minimum-cost stratified design under DP (stratallo's ``optcost`` with the DP variance of SPEC §2).
+"""Minimum-cost stratified design under DP (stratallo's ``optcost``/``dopt`` and Bethel–Chromy with DP noise).
 
 Choose integer sample sizes ``lower ≤ n ≤ upper`` to
 
-    minimise  Σ_i cost_i · n_i     subject to   g(n) ≤ V0   (and the design's linear constraints),
+    minimise  Σ_i cost_i · n_i     subject to   every precision requirement   (and the linear constraints),
 
-where ``g`` is the DP variance objective of a :class:`~dpopt.models.stratified.StratifiedDesign`
-(the same strata, mechanism, weights, ε and finite-population choice). There is no fixed total.
-Build it with ``StratifiedDesign.min_cost(cost, variance_target)`` or the model-file family
-``"stratified_min_cost"``.
+where the requirements are the objective bound ``g(n) ≤ V0`` of a
+:class:`~dpopt.models.stratified.StratifiedDesign` (same strata, mechanism, weights, ε and finite-population
+choice) and any number of domain/variable precision targets (SE, CV or variance of a domain mean). There is
+no fixed total. Build it with ``StratifiedDesign.min_cost(cost, ...)`` or the model-file family
+``"stratified_min_cost"``; the mathematics is in docs/constrained.md.
 
-Which backends solve it: ``enumerate`` (tiny instances, the oracle), ``pyomo`` (SCIP MINLP with the
-variance as a nonlinear constraint; HiGHS on the incremental MILP), ``cvxpy`` (DLap/TuLap with Δ=1,
-where the variance is DCP), ``scipy`` (continuous relaxation). The ``exact`` backend does not (the
-min-cost problem is a convex knapsack, not a sum-and-bounds problem).
+``exact`` (the default) solves it with a certificate; ``enumerate`` (tiny instances), ``pyomo``, ``cvxpy``
+and ``scipy`` solve the forms they can model.
 """
 
 from __future__ import annotations
@@ -22,32 +21,52 @@ import numpy as np
 from .. import _validate as V
 from ..result import Solution
 from .base import Model
-from .stratified import LinearConstraint, StratifiedDesign
+from .stratified import LinearConstraint, PrecisionTarget, StratifiedDesign
 
 
 class MinCostDesign(Model):
-    """Minimise Σ cost_i n_i s.t. the DP variance objective g(n) ≤ ``variance_target``.
+    """Minimise Σ cost_i n_i s.t. precision requirements on the DP variance.
 
     Parameters
     ----------
-    design : the StratifiedDesign whose strata, mechanism, weights, bounds and linear constraints are
-        used (its ``total`` is ignored). The constraints are copied when this model is made: add later
-        ones with :meth:`add_constraint` here (changing the design afterwards does not change this model)
+    design : the StratifiedDesign whose strata, mechanism, weights, bounds, linear constraints and precision
+        targets are used (its ``total`` is ignored). They are copied when this model is made: add later
+        ones here with :meth:`add_constraint` / :meth:`add_precision_target`
     cost : positive cost per sampled unit in each stratum
-    variance_target : V0 > 0, the bound on g(n) (the same scale as ``design.objective_value``; for the
-        population-mean objective V0 = (ΣN)²·Var(μ̂) target)
+    variance_target : optional bound V0 > 0 on the objective g(n) (the scale of ``design.objective_value``)
+    se, cv : optional bound on the standard error / coefficient of variation of the population-mean estimate
+        (``cv`` needs ``mean``; with several variables, ``variable`` names the one meant)
+    At least one requirement must be given (here or as a precision target of the design).
     """
 
-    default_backend = "enumerate"
+    default_backend = "exact"
 
-    def __init__(self, design: StratifiedDesign, cost, variance_target, name: str = ""):
+    def __init__(self, design: StratifiedDesign, cost, variance_target=None, *, se=None, cv=None, mean=None,
+                 variable=None, name: str = ""):
         if not isinstance(design, StratifiedDesign):
             raise TypeError(f"design must be a StratifiedDesign, got {type(design).__name__}")
         self.design = design
         self.cost = V.positive_vector("cost", cost, length=design.k)
-        self.variance_target = V.positive("variance_target", variance_target)
+        self.variance_target = None if variance_target is None else V.positive("variance_target", variance_target)
         self.constraints: list[LinearConstraint] = list(design.constraints)
+        self.precision_targets: list[PrecisionTarget] = list(design.precision_targets)
+        if se is not None and cv is not None:
+            raise ValueError("give se or cv for the population mean, not both")
+        if se is not None or cv is not None:
+            kind, value = ("se", se) if se is not None else ("cv", cv)
+            self.precision_targets.append(design._precision_target(value, None, variable, kind, mean, "mean",
+                                                                   f"population mean ({kind})"))
+        if self.variance_target is None and not self.precision_targets:
+            raise ValueError("a min-cost design needs a precision requirement: variance_target, se, cv or "
+                             "a precision target")
         self.name = str(name or design.name)
+
+    def add_precision_target(self, target, strata=None, variable=None, kind: str = "variance", mean=None,
+                             estimate: str = "mean", name: str = "") -> "MinCostDesign":
+        """Add a domain precision target (see :meth:`StratifiedDesign.add_precision_target`). Returns self."""
+        self.precision_targets.append(self.design._precision_target(target, strata, variable, kind, mean,
+                                                                    estimate, name))
+        return self
 
     # ------------------------------------------------------------------ delegated data
     @property
@@ -74,12 +93,22 @@ class MinCostDesign(Model):
     def is_plain(self) -> bool:
         return False
 
+    def extended_features(self) -> list[str]:
+        """What this model has beyond one variable, one objective-variance bound and linear constraints."""
+        out = [f for f in self.design.extended_features() if "precision" not in f]
+        if self.precision_targets:
+            out.append(f"{len(self.precision_targets)} precision target(s)")
+        if self.variance_target is None:
+            out.append("no objective-variance bound (precision targets only)")
+        return out
+
     @property
     def objective_kind(self) -> str:
         return self.design.objective_kind
 
     def __repr__(self) -> str:
-        return (f"MinCostDesign(k={self.k}, variance_target={self.variance_target:.6g}, "
+        vt = "None" if self.variance_target is None else f"{self.variance_target:.6g}"
+        return (f"MinCostDesign(k={self.k}, variance_target={vt}, targets={len(self.precision_targets)}, "
                 f"epsilon={self.design.epsilon:g}, mechanism={self.design.mechanism.name!r}, "
                 f"objective={self.design.objective_kind!r}"
                 f"{', constraints=' + str(len(self.constraints)) if self.constraints else ''})")
@@ -99,21 +128,20 @@ class MinCostDesign(Model):
         """g(n), the DP variance objective of the design (compared with ``variance_target``)."""
         return self.design.objective_value(n)
 
-    def constraint_terms(self, x) -> np.ndarray:
-        """f_i(x_i) per stratum, so that ``variance_value = Σ terms − fpc constant``."""
-        return self.design.terms(x)
-
     @property
     def variance_budget(self) -> float:
-        """Bound on Σ f_i(n_i) (``variance_target`` plus the fpc constant when ``fpc``)."""
-        return self.variance_target + self.design._fpc_const
+        """Bound on Σ f_i(n_i) (``variance_target`` plus the fpc constant when ``fpc``), or None."""
+        return None if self.variance_target is None else self.variance_target + self.design._fpc_const
 
     def is_feasible(self, n, tol: float = 1e-9) -> bool:
         n = np.asarray(n)
         if n.shape != (self.k,) or np.any(n < self.lower) or np.any(n > self.upper):
             return False
-        if self.variance_value(n) > self.variance_target * (1 + tol):
+        if self.variance_target is not None and self.variance_value(n) > self.variance_target * (1 + tol):
             return False
+        for t in self.precision_targets:
+            if self.design.precision_value(t, n) > t.bound * (1 + tol):
+                return False
         for con in self.constraints:
             if np.any(con.residual(n) > tol * (1 + np.abs(con.b))):
                 return False
@@ -148,7 +176,8 @@ class MinCostDesign(Model):
         lines.append("")
         lines.append(f"total cost          : {solution.objective:.10g}")
         lines.append(f"sample size         : {float(np.sum(pt)):.10g}")
-        lines.append(f"variance g(n)       : {br['total']:.10g}  (target {self.variance_target:.10g})")
+        vt = "" if self.variance_target is None else f"  (target {self.variance_target:.10g})"
+        lines.append(f"variance g(n)       : {br['total']:.10g}{vt}")
         if d.objective_kind == "mean":
             lines.append(f"Var(mean estimate)  : {br['variance_of_mean']:.6g}")
         if solution.certificate is not None:

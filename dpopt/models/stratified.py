@@ -69,6 +69,85 @@ class LinearConstraint:
         return cls(A, b, sense, name)
 
 
+TARGET_KINDS = ("variance", "se", "cv")
+
+
+@dataclass(frozen=True)
+class PrecisionTarget:
+    """Σ_{i∈D} weights_i · t_ij(n_i) − fpc_const ≤ bound: a domain estimate's variance bound.
+
+    ``weights`` (length k, zero outside the domain) are β_i² with β_i = N_i/N_D for a domain mean or α_i for
+    the objective restricted to the domain; ``bound`` is on the variance scale whatever ``kind`` the user
+    gave (``target`` keeps the number as given).
+    """
+
+    name: str
+    strata: np.ndarray
+    variable: int
+    weights: np.ndarray
+    bound: float
+    fpc_const: float
+    kind: str
+    target: float
+    mean: float | None
+    estimate: str
+
+
+def _labels(field: str, labels, k: int, unique: bool = True, default=None) -> list[str] | None:
+    """k labels as strings (default "1".."k"); duplicates refused where they must be unique."""
+    if labels is None:
+        return list(default) if default is not None else [str(i + 1) for i in range(k)]
+    if isinstance(labels, (str, bytes)) or not hasattr(labels, "__len__"):
+        raise TypeError(f"{field} must be a sequence of {k} names")
+    out = []
+    for v in list(labels):
+        if isinstance(v, (bool, np.bool_)) or v is None or isinstance(v, float) and not math.isfinite(v):
+            raise TypeError(f"{field} must hold names (strings or integers), got {v!r}")
+        out.append(str(v))
+    if len(out) != k:
+        raise ValueError(f"{field} has length {len(out)}, expected {k}")
+    if unique and len(set(out)) != k:
+        dup = next(v for v in out if out.count(v) > 1)
+        raise ValueError(f"{field} must be unique (repeated {dup!r})")
+    return out
+
+
+def _sigma2_matrix(sigma2, k: int) -> np.ndarray:
+    """σ² as a k×J matrix (a vector is one variable); finite, ≥ 0."""
+    arr = V._as_float_array("sigma2", sigma2)
+    if arr.ndim == 0:
+        raise ValueError("sigma2 must have one entry per stratum")
+    if arr.ndim == 1:
+        arr = arr[:, None]
+    if arr.ndim != 2 or arr.shape[0] != k or arr.shape[1] == 0:
+        raise ValueError(f"sigma2 must be a vector of {k} variances or a {k}×J matrix (one column per "
+                         f"study variable), got shape {np.shape(sigma2)}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("sigma2 must be finite (no NaN or infinity)")
+    if np.any(arr < 0):
+        raise ValueError(f"sigma2 must be >= 0, got min {arr.min():g}")
+    return arr
+
+
+def _shares(shares, J: int) -> np.ndarray:
+    """Each variable's fraction of a person's nominal budget (sequential composition): > 0, summing to 1."""
+    if shares is None:
+        return np.full(J, 1.0 / J)
+    s = V.vector("shares", shares, length=J)
+    if np.any(s <= 0):
+        raise ValueError(f"shares must be > 0 (each variable gets part of the budget), got min {s.min():g}")
+    if abs(s.sum() - 1.0) > 1e-9:
+        raise ValueError(f"shares must sum to 1 (sequential composition of the budget), got {s.sum():.12g}")
+    return s / s.sum()
+
+
+def _value_range(value_range) -> tuple[float, float]:
+    vr = V.vector("value_range", value_range)
+    if vr.size != 2 or not vr[0] < vr[1]:
+        raise ValueError(f"value_range must be (lo, hi) with lo < hi, got {value_range!r}")
+    return float(vr[0]), float(vr[1])
+
+
 class StratifiedDesign(Model):
     """The stratified DP design problem (separable convex MINLP).
 
@@ -86,15 +165,31 @@ class StratifiedDesign(Model):
     """
 
     def __init__(self, N, sigma2, total, epsilon, mechanism="laplace", objective="mean",
-                 sensitivity=1.0, lower=None, upper=None, fpc=False, name=""):
+                 sensitivity=None, lower=None, upper=None, fpc=False, name="", *, labels=None,
+                 domains=None, value_range=None, variables=None, shares=None, variable_weights=None,
+                 min_per_stratum=None):
         self.N = V.positive_int_vector("N", N)
         k = self.N.size
-        self.sigma2 = V.nonnegative_vector("sigma2", sigma2, length=k)
-        if np.ndim(sigma2) == 0:
-            raise ValueError("sigma2 must have one entry per stratum")
+        self.labels = _labels("labels", labels, k)
+        self.domains = None if domains is None else _labels("domains", domains, k, unique=False)
+        S = _sigma2_matrix(sigma2, k)
+        self.J = S.shape[1]
+        self.variables = _labels("variables", variables, self.J, default=("y",) if self.J == 1 else None)
+        self.shares = _shares(shares, self.J)
+        self.variable_weights = self._variable_weights(variable_weights)
+        self.sigma2_matrix = S
+        self.sigma2 = S[:, 0] if self.J == 1 else S
         self.epsilon = V.positive("epsilon", epsilon)
         self.mechanism: Mechanism = get_mechanism(mechanism)
-        self.sensitivity = self.mechanism.check_sensitivity(sensitivity)
+        self.value_range = None
+        if value_range is not None:
+            lo_v, hi_v = _value_range(value_range)
+            if sensitivity is not None and float(sensitivity) != hi_v - lo_v:
+                raise ValueError(f"sensitivity ({sensitivity!r}) contradicts value_range "
+                                 f"({lo_v:g}, {hi_v:g}), whose width {hi_v - lo_v:g} is the sensitivity")
+            self.value_range = (lo_v, hi_v)
+            sensitivity = hi_v - lo_v
+        self.sensitivity = self.mechanism.check_sensitivity(1.0 if sensitivity is None else sensitivity)
         self.alpha, self.objective_kind = self._weights(objective)
         self.lower = (np.ones(k, dtype=np.int64) if lower is None
                       else V.positive_int_vector("lower", lower, length=k, minimum=1))
@@ -102,22 +197,95 @@ class StratifiedDesign(Model):
                       else V.positive_int_vector("upper", upper, length=k, minimum=1))
         if np.any(self.upper > self.N):
             i = int(np.argmax(self.upper > self.N))
-            raise ValueError(f"upper must be <= N (stratum {i}: upper={self.upper[i]}, N={self.N[i]})")
+            raise ValueError(f"upper must be <= N (stratum {self.labels[i]!r}: upper={self.upper[i]}, N={self.N[i]})")
+        self.min_per_stratum = None
+        if min_per_stratum is not None:
+            m = V.integer("min_per_stratum", min_per_stratum, minimum=1)
+            self.min_per_stratum = m
+            # a stratum smaller than m is taken whole (its variance is then known exactly)
+            self.lower = np.maximum(self.lower, np.minimum(m, self.upper))
         if np.any(self.lower > self.upper):
             i = int(np.argmax(self.lower > self.upper))
-            raise ValueError(f"lower must be <= upper (stratum {i}: lower={self.lower[i]}, upper={self.upper[i]})")
+            raise ValueError(f"lower must be <= upper (stratum {self.labels[i]!r}: lower={self.lower[i]}, "
+                             f"upper={self.upper[i]})")
         self.total = V.integer("total", total)
-        lo_sum, hi_sum = int(self.lower.sum()), int(self.upper.sum())
-        if not lo_sum <= self.total <= hi_sum:
-            raise ValueError(f"total must be in [sum(lower), sum(upper)] = [{lo_sum}, {hi_sum}], got {self.total}")
+        self._check_total()
         self.fpc = V.flag("fpc", fpc)
         self.name = str(name)
         self.constraints: list[LinearConstraint] = []
+        self.precision_targets: list[PrecisionTarget] = []
+        self.cost: np.ndarray | None = None
         # cached pieces of the math
         self.alpha2 = self.alpha ** 2
         self.log_c = float(log_expm1(self.epsilon))
         self.log_N = np.log(self.N.astype(float))
-        self._fpc_const = float(np.sum(self.alpha2 * self.sigma2 / self.N)) if self.fpc else 0.0
+        self._fpc_const = (float(np.sum(self.alpha2 * ((S / self.N[:, None]) @ self.variable_weights)))
+                           if self.fpc else 0.0)
+
+    def _check_total(self) -> None:
+        lo_sum, hi_sum = int(self.lower.sum()), int(self.upper.sum())
+        if not lo_sum <= self.total <= hi_sum:
+            raise ValueError(f"total must be in [sum(lower), sum(upper)] = [{lo_sum}, {hi_sum}], got {self.total}")
+
+    def _variable_weights(self, weights) -> np.ndarray:
+        if weights is None:
+            return np.ones(self.J)
+        if isinstance(weights, str):
+            w = np.zeros(self.J)
+            w[self.variable_index(weights)] = 1.0
+            return w
+        w = V.nonnegative_vector("variable_weights", weights, length=self.J)
+        if not np.any(w > 0):
+            raise ValueError("variable_weights must have a positive entry")
+        return w
+
+    def variable_index(self, variable) -> int:
+        """Column of ``sigma2`` for a variable name or index (0-based)."""
+        if isinstance(variable, str):
+            if variable not in self.variables:
+                raise ValueError(f"unknown variable {variable!r}; variables: {', '.join(self.variables)}")
+            return self.variables.index(variable)
+        j = V.integer("variable", variable, minimum=0)
+        if j >= self.J:
+            raise ValueError(f"variable must be a name or an index in [0, {self.J - 1}], got {j}")
+        return j
+
+    def strata_index(self, strata, field: str = "strata") -> np.ndarray:
+        """Indices of the strata named by ``strata``: None (all), a domain name (``domains`` column),
+        a label or list of labels, a boolean mask, or 0-based indices. Empty or unknown names raise."""
+        k = self.k
+        if strata is None:
+            return np.arange(k)
+        if isinstance(strata, str):
+            if self.domains is not None and strata in self.domains:
+                return np.flatnonzero(np.array(self.domains) == strata)
+            if strata in self.labels:
+                return np.array([self.labels.index(strata)])
+            known = sorted(set(self.domains or [])) + self.labels[:10]
+            raise ValueError(f"{field}: unknown domain or stratum label {strata!r} (known: {', '.join(known)}"
+                             f"{', ...' if k > 10 else ''})")
+        items = list(strata) if not isinstance(strata, np.ndarray) else strata.tolist()
+        if not items:
+            raise ValueError(f"{field} must name at least one stratum (got an empty domain)")
+        if all(isinstance(v, str) for v in items):
+            bad = [v for v in items if v not in self.labels]
+            if bad:
+                raise ValueError(f"{field}: unknown stratum label(s) {', '.join(map(repr, bad[:5]))}")
+            idx = np.array([self.labels.index(v) for v in items])
+        elif all(isinstance(v, (bool, np.bool_)) for v in items):
+            if len(items) != k:
+                raise ValueError(f"{field}: a boolean mask needs {k} entries (one per stratum), got {len(items)}")
+            idx = np.flatnonzero(np.array(items, dtype=bool))
+            if idx.size == 0:
+                raise ValueError(f"{field}: the mask selects no stratum (empty domain)")
+        else:
+            arr = V.vector(field, items)
+            if np.any(arr != np.round(arr)) or np.any(arr < 0) or np.any(arr >= k):
+                raise ValueError(f"{field}: stratum indices must be integers in [0, {k - 1}]")
+            idx = arr.astype(np.int64)
+        if np.unique(idx).size != idx.size:
+            raise ValueError(f"{field}: a stratum is named twice")
+        return np.sort(idx)
 
     # ------------------------------------------------------------------ set-up helpers
     def _weights(self, objective):
@@ -145,28 +313,111 @@ class StratifiedDesign(Model):
 
     # ------------------------------------------------------------------ custom constraints
     def add_constraint(self, A, b, sense: str = "<=", name: str = "") -> "StratifiedDesign":
-        """Add linear constraints ``A n (sense) b`` (e.g. a cost budget ``c @ n <= C``). Returns self."""
+        """Add linear constraints ``A n (sense) b`` (e.g. a cost budget ``c @ n <= C``). Returns self.
+
+        ``A`` is a k-column matrix or vector, or a mapping ``{stratum label or domain: coefficient}``
+        (``{"Los Angeles": 1}, 30, ">="`` asks for at least 30 units in Los Angeles).
+        """
+        A = self._coefficients(A)
         self.constraints.append(LinearConstraint.make(self.k, A, b, sense, name or f"c{len(self.constraints)}"))
         return self
+
+    def _coefficients(self, A):
+        if not isinstance(A, dict):
+            return A
+        row = np.zeros(self.k)
+        for key, coef in A.items():
+            row[self.strata_index(key, "constraint coefficients")] = V.real(f"coefficient of {key!r}", coef)
+        return row
 
     def add_cost_budget(self, cost, budget) -> "StratifiedDesign":
         """Σ cost_i n_i ≤ budget."""
         cost = V.positive_vector("cost", cost, length=self.k)
+        self.cost = cost
         return self.add_constraint(cost[None, :], [V.positive("budget", budget)], "<=", "cost budget")
 
-    def min_cost(self, cost, variance_target):
-        """The minimum-cost variant: minimise Σ cost_i n_i s.t. g(n) ≤ variance_target (no fixed total).
+    def add_precision_target(self, target, strata=None, variable=None, kind: str = "variance",
+                             mean=None, estimate: str = "mean", name: str = "") -> "StratifiedDesign":
+        """Require the estimate over a domain (a set of strata) to reach a precision target. Returns self.
 
-        Returns a new :class:`~dpopt.models.min_cost.MinCostDesign` sharing this model's strata,
-        mechanism, weights, bounds and linear constraints (``total`` is dropped).
+        ``estimate="mean"``: the stratified estimator of the domain's mean of ``variable``,
+        Σ_{h∈D} (N_h/N_D) ȳ_h with privatised responses; its variance (sampling plus noise, finite-population
+        corrected when ``fpc``) must not exceed the target. ``kind`` says what ``target`` is: ``"variance"``,
+        ``"se"`` (standard error) or ``"cv"`` (coefficient of variation, needs the domain mean ``mean=``).
+        ``estimate="objective"``: the design's own weighted objective restricted to the domain (weights α_h,
+        variance scale only). ``strata`` names the domain (see :meth:`strata_index`); ``variable`` a column
+        of ``sigma2`` (default: the only one). See docs/constrained.md.
+        """
+        self.precision_targets.append(self._precision_target(target, strata, variable, kind, mean, estimate, name))
+        return self
+
+    def _precision_target(self, target, strata, variable, kind, mean, estimate, name) -> "PrecisionTarget":
+        kind = V.choice("kind", kind, TARGET_KINDS)
+        estimate = V.choice("estimate", estimate, ("mean", "objective"))
+        value = V.positive("precision target", target)
+        if variable is None:
+            if self.J > 1:
+                raise ValueError(f"variable must name one of {', '.join(self.variables)} for a precision target")
+            j = 0
+        else:
+            j = self.variable_index(variable)
+        idx = self.strata_index(strata)
+        if kind == "cv":
+            if mean is None:
+                raise ValueError("a cv precision target needs the domain mean (mean=)")
+            m = V.real("mean", mean)
+            if m == 0:
+                raise ValueError("mean must be non-zero for a cv precision target")
+            bound = (value * abs(m)) ** 2
+        else:
+            if mean is not None:
+                raise ValueError("mean= is only used by kind='cv'")
+            bound = value ** 2 if kind == "se" else value
+        if estimate == "objective" and kind != "variance":
+            raise ValueError("estimate='objective' targets are on the objective's scale: use kind='variance'")
+        beta = np.zeros(self.k)
+        if estimate == "mean":
+            Nd = self.N[idx].astype(float)
+            beta[idx] = Nd / Nd.sum()
+        else:
+            beta[idx] = self.alpha[idx]
+        label = name or (f"{estimate} of {self.variables[j]} over "
+                         f"{strata if isinstance(strata, str) else (str(idx.size) + ' strata')}")
+        fpc_const = float(np.sum(beta ** 2 * self.sigma2_matrix[:, j] / self.N)) if self.fpc else 0.0
+        return PrecisionTarget(name=label, strata=idx, variable=j, weights=beta ** 2, bound=bound,
+                               fpc_const=fpc_const, kind=kind, target=value, mean=None if mean is None else float(mean),
+                               estimate=estimate)
+
+    def precision_value(self, target: "PrecisionTarget", n) -> float:
+        """Variance of the target's domain estimate at design ``n`` (compare with ``target.bound``)."""
+        x = self._check_design(n)
+        return float(np.sum(target.weights * self.unit_terms(x, target.variable)) - target.fpc_const)
+
+    def min_cost(self, cost, variance_target=None, *, se=None, cv=None, mean=None):
+        """The minimum-cost variant: minimise Σ cost_i n_i s.t. the precision requirements (no fixed total).
+
+        ``variance_target`` bounds the objective g(n) itself; ``se``/``cv`` bound the standard error or
+        coefficient of variation of the population-mean estimate (``cv`` needs ``mean``). The design's own
+        precision targets and linear constraints are kept. Returns a new
+        :class:`~dpopt.models.min_cost.MinCostDesign`.
         """
         from .min_cost import MinCostDesign
-        return MinCostDesign(self, cost, variance_target)
+        return MinCostDesign(self, cost, variance_target, se=se, cv=cv, mean=mean)
 
     @property
     def is_plain(self) -> bool:
-        """True when the model is the sum-and-bounds problem (what the exact backend solves)."""
-        return not self.constraints
+        """True for the sum-and-bounds problem with one variable (what the marginal-allocation path solves)."""
+        return not self.constraints and not self.precision_targets and self.J == 1
+
+    def extended_features(self) -> list[str]:
+        """What this design has beyond one variable and linear constraints (routes that cannot model them
+        refuse the design rather than ignore them)."""
+        out = []
+        if self.J > 1:
+            out.append(f"{self.J} study variables")
+        if self.precision_targets:
+            out.append(f"{len(self.precision_targets)} precision target(s)")
+        return out
 
     # ------------------------------------------------------------------ per-stratum math
     def _check_design(self, n, name="n") -> np.ndarray:
@@ -181,35 +432,62 @@ class StratifiedDesign(Model):
         return self.log_c + logN - np.log(x)
 
     def nominal_epsilon_at(self, x) -> np.ndarray:
-        """Local budget ε_i = log1p(expm1(ε)·N_i/x_i) per stratum."""
+        """Nominal (local) budget ε_i = log1p(expm1(ε)·N_i/x_i) each sampled person gets in stratum i.
+
+        With several study variables, variable j's response is privatised with ``shares[j]·ε_i``.
+        """
         return np.logaddexp(0.0, self._log_y(np.asarray(x, dtype=float)))
 
-    def noise_variance_at(self, x) -> np.ndarray:
-        """γ²(x_i): noise variance per response at the local budget."""
+    def noise_variance_at(self, x, variable: int | None = None) -> np.ndarray:
+        """γ²(x_i): noise variance per response at the local budget (variable j's share of it).
+
+        One variable: a vector; several: a k×J matrix unless ``variable`` picks one column.
+        """
         L = self.nominal_epsilon_at(x)
-        return np.asarray(self.mechanism.variance(L, self.sensitivity), dtype=float)
+        if variable is None and self.J > 1:
+            return np.stack([self.noise_variance_at(x, j) for j in range(self.J)], axis=1)
+        s = float(self.shares[variable or 0])
+        return np.asarray(self.mechanism.variance(s * L, self.sensitivity), dtype=float)
+
+    def unit_terms(self, x, variable: int = 0) -> np.ndarray:
+        """t_ij(x_i) = (σ_ij² + γ_j²(x_i))/x_i per stratum for one variable (no weights)."""
+        x = np.asarray(x, dtype=float)
+        return (self.sigma2_matrix[:, variable] + self.noise_variance_at(x, variable)) / x
 
     def terms(self, x) -> np.ndarray:
-        """f_i(x_i) per stratum (real or integer x, no validation)."""
+        """f_i(x_i) = α_i² Σ_j w_j t_ij(x_i) per stratum (real or integer x, no validation)."""
         x = np.asarray(x, dtype=float)
-        return self.alpha2 * (self.sigma2 + self.noise_variance_at(x)) / x
+        out = 0.0
+        for j in np.flatnonzero(self.variable_weights):
+            out = out + self.variable_weights[j] * self.unit_terms(x, j)
+        return self.alpha2 * out
 
     def linear_noise_form(self, divisor: float = 1.0):
         """``(a, b, const)`` with f_i(n)/divisor = a_i/n + b_i·n + const_i, or None for other mechanisms.
 
-        DLap and TuLap with sensitivity 1 have γ² = 2q(c+q)/c² (+ 1/12), q = n/N, so
-        f = α²(σ² + extra)/n + 2α²/(cN) + 2α²n/(cN)² exactly (SPEC §2). The last two are formed in log space:
-        exp(−2 log cN) alone is subnormal long before the product is. This form is DCP (cvxpy), linear
-        plus inv for Pyomo, and gives increments and derivatives without cancellation when σ² = 0.
+        DLap and TuLap with sensitivity 1 and one variable have γ² = 2q(c+q)/c² (+ 1/12), q = n/N, so
+        f = α²(σ² + extra)/n + 2α²/(cN) + 2α²n/(cN)² exactly (docs/stratified.md). The last two are formed
+        in log space: exp(−2 log cN) alone is subnormal long before the product is. This form is DCP
+        (cvxpy), linear plus inv for Pyomo, and gives increments and derivatives without cancellation
+        when σ² = 0.
         """
-        mech = self.mechanism
-        if mech.name not in ("dlap", "tulap") or self.sensitivity != 1:
+        if self.J != 1 or self._unit_linear_form(0) is None:
             return None
-        extra = 1.0 / 12 if mech.name == "tulap" else 0.0
+        extra = 1.0 / 12 if self.mechanism.name == "tulap" else 0.0
         w = self.alpha2 / float(divisor)
         lcn = self.log_c + self.log_N                   # log(cN)
         log_2w = np.log(2.0 * w)
         return w * (self.sigma2 + extra), np.exp(log_2w - 2.0 * lcn), np.exp(log_2w - lcn)
+
+    def _unit_linear_form(self, variable: int, idx=None):
+        """(a, b) with t_ij(x) = a/x + b·x + const for DLap/TuLap at Δ = 1 and the whole budget, else None."""
+        mech = self.mechanism
+        if mech.name not in ("dlap", "tulap") or self.sensitivity != 1 or self.shares[variable] != 1.0:
+            return None
+        sl = slice(None) if idx is None else idx
+        extra = 1.0 / 12 if mech.name == "tulap" else 0.0
+        lcn = self.log_c + self.log_N[sl]
+        return self.sigma2_matrix[sl, variable] + extra, np.exp(np.log(2.0) - 2.0 * lcn)
 
     def kkt_residuals(self, x, mu=None, bound_rtol: float = 0.0, fallback_mu: float = 0.0):
         """Per-stratum violation of the relaxation's KKT conditions at x, and the multiplier μ used.
@@ -233,7 +511,7 @@ class StratifiedDesign(Model):
         return np.where(hi > lo, res, 0.0), mu
 
     def terms_derivative(self, x, order: int = 1, idx=None) -> np.ndarray:
-        """f_i'(x_i) (order=1) or f_i''(x_i) (order=2), stable (SPEC §2 fact 6).
+        """f_i'(x_i) (order=1) or f_i''(x_i) (order=2), stable (docs/stratified.md).
 
         ``idx`` restricts the evaluation to those strata (x then has their length).
         """
@@ -242,26 +520,44 @@ class StratifiedDesign(Model):
         return self.terms_derivatives(x, idx, second=order == 2)[order - 1]
 
     def terms_derivatives(self, x, idx=None, second: bool = True):
-        """(f_i'(x_i), f_i''(x_i) or None), sharing the common work."""
+        """(f_i'(x_i), f_i''(x_i) or None), the objective's weighted sum of :meth:`unit_derivatives`."""
+        sl = slice(None) if idx is None else idx
+        d1, d2 = 0.0, (0.0 if second else None)
+        for j in np.flatnonzero(self.variable_weights):
+            u1, u2 = self.unit_derivatives(x, j, idx, second)
+            d1 = d1 + self.variable_weights[j] * u1
+            if second:
+                d2 = d2 + self.variable_weights[j] * u2
+        a2 = self.alpha2[sl]
+        return a2 * d1, (a2 * d2 if second else None)
+
+    def unit_derivatives(self, x, variable: int = 0, idx=None, second: bool = True):
+        """(t_ij'(x_i), t_ij''(x_i) or None) for one variable, stable (docs/stratified.md).
+
+        The mechanism runs at the budget E = s·L(x) (s the variable's share); the Laplace part
+        2Δ²/E² = 2(Δ/s)²/L² has a cancellation-free closed form (series near y = cN/x → 0), the smooth
+        remainder is differentiated by the chain rule.
+        """
         x = np.asarray(x, dtype=float)
         sl = slice(None) if idx is None else idx
-        a2, s2 = self.alpha2[sl], self.sigma2[sl]
-        mech = self.mechanism
-        form = self.linear_noise_form()
-        if form is not None:     # f = a/x + b·x + const: no cancellation when σ² = 0
-            a, b = form[0][sl], form[1][sl]
+        s2 = self.sigma2_matrix[sl, variable]
+        form = self._unit_linear_form(variable, idx)
+        if form is not None:     # t = a/x + b·x + const: no cancellation when σ² = 0
+            a, b = form
             return b - a / x ** 2, (2.0 * a / x ** 3 if second else None)
+        mech = self.mechanism
+        share = float(self.shares[variable])
         ly = self._log_y(x, idx)
         L = np.logaddexp(0.0, ly)
+        E = share * L
         s = expit(ly)            # y/(1+y)
-        d2 = self.sensitivity ** 2
+        d2 = (self.sensitivity / share) ** 2
         inv_x = 1.0 / x
         Lp = -s * inv_x          # dL/dx
         d1 = -s2 * inv_x ** 2
         dd = 2 * s2 * inv_x ** 3 if second else None
         if mech.laplace_part:
-            # Laplace split: 2Δ²/L² in closed form (series near y = 0) where it avoids cancellation
-            lap = L < mech.split_below(self.sensitivity)
+            lap = E < mech.split_below(self.sensitivity)
             d1 = d1 + np.where(lap, 2 * d2 * (inv_x / L) ** 2 * (2 * s / L - 1), 0.0)
             if second:
                 u = expit(-ly)   # 1/(1+y)
@@ -270,39 +566,48 @@ class StratifiedDesign(Model):
             lap = np.zeros(L.shape, dtype=bool)
         if mech.has_remainder or not np.all(lap):
             sens = self.sensitivity
-            r = np.where(lap, mech.remainder(L, sens), mech.variance(L, sens))
-            r1 = np.where(lap, mech.remainder_derivative(L, sens, 1), mech.variance_derivative(L, sens, 1))
+            r = np.where(lap, mech.remainder(E, sens), mech.variance(E, sens))
+            r1 = share * np.where(lap, mech.remainder_derivative(E, sens, 1), mech.variance_derivative(E, sens, 1))
             d1 = d1 + r1 * Lp * inv_x - r * inv_x ** 2
             if second:
-                r2 = np.where(lap, mech.remainder_derivative(L, sens, 2), mech.variance_derivative(L, sens, 2))
+                r2 = share ** 2 * np.where(lap, mech.remainder_derivative(E, sens, 2),
+                                           mech.variance_derivative(E, sens, 2))
                 Lpp = s * (2 - s) * inv_x ** 2
                 dd = dd + r2 * Lp ** 2 * inv_x + r1 * Lpp * inv_x - 2 * r1 * Lp * inv_x ** 2 + 2 * r * inv_x ** 3
-        return a2 * d1, (a2 * dd if second else None)
+        return d1, dd
 
     def increments(self, m, idx=None) -> np.ndarray:
-        """Exact unit increments d_i(m_i) = f_i(m_i + 1) − f_i(m_i) for integer m (≥ 1).
+        """Exact unit increments d_i(m_i) = f_i(m_i + 1) − f_i(m_i) of the objective's terms (integer m ≥ 1).
 
-        Written so that no two large, nearly equal numbers are subtracted (SPEC §2 fact 6):
-        ``L0 − L1 = log1p(cN / (m(m+1+cN)))`` is computed directly and the mechanism turns it into
-        the variance change without subtracting the two variances.
         ``idx`` restricts the evaluation to those strata (m then has their length).
         """
+        sl = slice(None) if idx is None else idx
+        out = 0.0
+        for j in np.flatnonzero(self.variable_weights):
+            out = out + self.variable_weights[j] * self.unit_increments(m, j, idx)
+        return self.alpha2[sl] * out
+
+    def unit_increments(self, m, variable: int = 0, idx=None) -> np.ndarray:
+        """t_ij(m+1) − t_ij(m) for one variable, written so that no two large, nearly equal numbers are
+        subtracted (docs/stratified.md): ``L0 − L1 = log1p(cN / (m(m+1+cN)))`` is computed directly and the
+        mechanism turns it into the variance change without subtracting the two variances."""
         m = np.asarray(m, dtype=float)
         sl = slice(None) if idx is None else idx
-        a2, s2, logN = self.alpha2[sl], self.sigma2[sl], self.log_N[sl]
-        mech, d = self.mechanism, self.sensitivity
+        s2, logN = self.sigma2_matrix[sl, variable], self.log_N[sl]
         m1 = m + 1.0
+        form = self._unit_linear_form(variable, idx)
+        if form is not None:     # t = a/m + b·m + const: the general route below cancels when σ² = 0
+            return form[1] - form[0] / (m * m1)
+        mech, d = self.mechanism, self.sensitivity
+        share = float(self.shares[variable])
         lcn = self.log_c + logN                       # log(cN)
-        form = self.linear_noise_form()
-        if form is not None:     # f = a/m + b·m + const: the general route below cancels when σ² = 0
-            return form[1][sl] - form[0][sl] / (m * m1)
         L0 = np.logaddexp(0.0, lcn - np.log(m))
         L1 = np.logaddexp(0.0, lcn - np.log(m1))
         dL = np.logaddexp(0.0, lcn - np.log(m) - np.logaddexp(np.log(m1), lcn))   # L0 − L1 > 0
-        # f(m+1) − f(m) = [−σ² + m·(V(L1) − V(L0)) − V(L0)] / (m(m+1)), V = noise variance
-        dV = mech.variance_difference(L0, L1, dL, d)
-        V0 = mech.variance(L0, d)
-        return a2 * (-s2 + m * dV - V0) / (m * m1)
+        # t(m+1) − t(m) = [−σ² + m·(V(L1) − V(L0)) − V(L0)] / (m(m+1)), V = noise variance
+        dV = mech.variance_difference(share * L0, share * L1, share * dL, d)
+        V0 = mech.variance(share * L0, d)
+        return (-s2 + m * dV - V0) / (m * m1)
 
     # ------------------------------------------------------------------ public evaluation API
     def objective_value(self, n) -> float:
@@ -327,10 +632,12 @@ class StratifiedDesign(Model):
     def variance_breakdown(self, n) -> dict:
         """Sampling and noise parts of the objective per stratum (and Var(μ̂) for the mean)."""
         x = self._check_design(n)
-        samp = self.alpha2 * self.sigma2 / x
+        w = self.variable_weights
+        samp = self.alpha2 * ((self.sigma2_matrix / x[:, None]) @ w)
         if self.fpc:
-            samp = samp - self.alpha2 * self.sigma2 / self.N
-        noise = self.alpha2 * self.noise_variance_at(x) / x
+            samp = samp - self.alpha2 * ((self.sigma2_matrix / self.N[:, None]) @ w)
+        noise_var = self.noise_variance_at(x)
+        noise = self.alpha2 * ((noise_var.reshape(self.k, -1) / x[:, None]) @ w)
         total = float(np.sum(samp) + np.sum(noise))
         out = {"sampling": samp, "noise": noise, "total": total,
                "sampling_total": float(np.sum(samp)), "noise_total": float(np.sum(noise))}
@@ -339,11 +646,31 @@ class StratifiedDesign(Model):
         return out
 
     def nominal_budgets(self, n) -> dict:
-        """Per stratum: sampling rate, local ε_i, noise scale Δ/ε_i and noise standard deviation."""
+        """Per stratum: sampling rate, nominal ε_i, noise scale Δ/ε_i and noise standard deviation
+        (with several variables: ``epsilon_variable``, ``scale`` and ``noise_sd`` are k×J, per variable)."""
         x = self._check_design(n)
         eps_i = self.nominal_epsilon_at(x)
-        return {"rate": x / self.N, "epsilon": eps_i, "scale": self.sensitivity / eps_i,
-                "noise_sd": np.sqrt(self.noise_variance_at(x))}
+        out = {"rate": x / self.N, "epsilon": eps_i}
+        if self.J == 1:
+            out.update(scale=self.sensitivity / eps_i, noise_sd=np.sqrt(self.noise_variance_at(x)))
+        else:
+            e = eps_i[:, None] * self.shares[None, :]
+            out.update(epsilon_variable=e, scale=self.sensitivity / e, noise_sd=np.sqrt(self.noise_variance_at(x)))
+        return out
+
+    def precision_report(self, n) -> list[dict]:
+        """Each precision target's variance, SE and CV at ``n`` against its bound (and whether it binds)."""
+        out = []
+        for t in self.precision_targets:
+            v = self.precision_value(t, n)
+            row = {"name": t.name, "variable": self.variables[t.variable], "strata": len(t.strata),
+                   "kind": t.kind, "target": t.target, "variance": v, "bound": t.bound,
+                   "se": math.sqrt(max(v, 0.0)), "met": v <= t.bound * (1 + 1e-9),
+                   "binding": abs(v - t.bound) <= 1e-6 * t.bound}
+            if t.mean is not None:
+                row["cv"] = row["se"] / abs(t.mean)
+            out.append(row)
+        return out
 
     def is_feasible(self, n, tol: float = 1e-9) -> bool:
         n = np.asarray(n)
@@ -353,6 +680,9 @@ class StratifiedDesign(Model):
             return False
         for con in self.constraints:
             if np.any(con.residual(n) > tol * (1 + np.abs(con.b))):
+                return False
+        for t in self.precision_targets:
+            if self.precision_value(t, n) > t.bound * (1 + tol):
                 return False
         return True
 

@@ -1,0 +1,313 @@
+"""Every stratified model as one separable convex program over integer sample sizes.
+
+    minimise   Σ_i Σ_j W0_ij t_ij(n_i) + a0·n − const
+    subject to Σ_i Σ_j W_l,ij t_ij(n_i) + a_l·n  ≤ rhs_l   (convex rows: precision targets, variance bounds,
+                                                            linear ≤ rows)
+               a_l·n = rhs_l                               (linear equalities: the fixed total)
+               lower ≤ n ≤ upper, n integer,
+
+where t_ij(x) = (σ_ij² + γ_j²(x))/x is the unit term of variable j in stratum i (the model's
+``unit_terms``/``unit_increments``/``unit_derivatives``) and every W ≥ 0. Each row is discretely convex
+in every n_i when the terms are (proven for the built-in mechanisms with the whole budget; checked
+otherwise), so the Lagrangian and secant relaxations below are exact lower bounds (docs/constrained.md).
+
+:func:`program_of` builds it from a StratifiedDesign or MinCostDesign; :func:`secant_milp` writes its
+integer restriction to given per-stratum ranges as a MILP with k integer columns, one epigraph column per
+(stratum, nonlinear row) and one secant cut per integer segment, in plain sparse arrays that the HiGHS and
+Pyomo translations share.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+SENSES = ("<=", "==")
+
+
+@dataclass
+class Row:
+    """``Σ W⊙t(n) + a·n (sense) rhs``; ``W`` is k×J (None: the row is linear), ``a`` length k (None: 0)."""
+
+    name: str
+    kind: str                      # "objective" | "total" | "linear" | "precision" | "variance"
+    W: np.ndarray | None
+    a: np.ndarray | None
+    rhs: float = 0.0
+    sense: str = "<="
+    target: object = None          # the PrecisionTarget / LinearConstraint it came from, for reports
+
+    @property
+    def linear(self) -> bool:
+        return self.W is None
+
+
+@dataclass
+class SeparableProgram:
+    """A separable convex integer program over the model's unit terms (see the module docstring)."""
+
+    model: object                  # supplies J and unit_terms / unit_increments / unit_derivatives
+    lower: np.ndarray
+    upper: np.ndarray
+    objective: Row
+    rows: list[Row]
+    const: float = 0.0             # subtracted from the objective (finite-population constant)
+    columns: np.ndarray = field(default=None)   # variables j used by some row
+
+    def __post_init__(self):
+        used = np.zeros(self.model.J, dtype=bool)
+        for r in [self.objective, *self.rows]:
+            if r.W is not None:
+                used |= np.any(r.W != 0, axis=0)
+        self.columns = np.flatnonzero(used)
+        self.lower = np.asarray(self.lower, dtype=np.int64)
+        self.upper = np.asarray(self.upper, dtype=np.int64)
+
+    @property
+    def k(self) -> int:
+        return int(self.lower.size)
+
+    @property
+    def m(self) -> int:
+        return len(self.rows)
+
+    # ------------------------------------------------------------------ unit term matrices (k×J)
+    def _stack(self, fn, x, idx):
+        out = np.zeros((np.size(x), self.model.J))
+        for j in self.columns:
+            out[:, j] = fn(x, j, idx)
+        return out
+
+    def unit_matrix(self, x, idx=None) -> np.ndarray:
+        sl = slice(None) if idx is None else idx
+        x = np.asarray(x, dtype=float)
+        out = np.zeros((x.size, self.model.J))
+        for j in self.columns:
+            out[:, j] = (self.model.sigma2_matrix[sl, j] + self._noise(x, j, idx)) / x
+        return out
+
+    def _noise(self, x, j, idx):
+        m = self.model
+        logN = m.log_N if idx is None else m.log_N[idx]
+        L = np.logaddexp(0.0, m.log_c + logN - np.log(x))
+        return np.asarray(m.mechanism.variance(m.shares[j] * L, m.sensitivity), dtype=float)
+
+    def increment_matrix(self, mm, idx=None) -> np.ndarray:
+        return self._stack(lambda v, j, i: self.model.unit_increments(v, j, i), np.asarray(mm, dtype=float), idx)
+
+    def derivative_matrices(self, x, idx=None):
+        x = np.asarray(x, dtype=float)
+        d1 = np.zeros((x.size, self.model.J))
+        d2 = np.zeros((x.size, self.model.J))
+        for j in self.columns:
+            d1[:, j], d2[:, j] = self.model.unit_derivatives(x, j, idx, True)
+        return d1, d2
+
+    # ------------------------------------------------------------------ rows
+    @staticmethod
+    def row_terms(row: Row, T: np.ndarray, x: np.ndarray, idx=None) -> np.ndarray:
+        """Per-stratum contribution of ``row`` given the unit-term matrix T at x."""
+        sl = slice(None) if idx is None else idx
+        out = np.zeros(x.size)
+        if row.W is not None:
+            out = out + np.sum(row.W[sl] * T, axis=1)
+        if row.a is not None:
+            out = out + row.a[sl] * x
+        return out
+
+    def evaluate(self, x):
+        """(objective value, row left-hand sides) at a real or integer point."""
+        x = np.asarray(x, dtype=float)
+        T = self.unit_matrix(x)
+        obj = float(np.sum(self.row_terms(self.objective, T, x))) - self.const
+        lhs = np.array([np.sum(self.row_terms(r, T, x)) for r in self.rows])
+        return obj, lhs
+
+    def row_scale(self, x) -> np.ndarray:
+        """Magnitude of each row at x (for relative tolerances): max(|rhs|, Σ|terms|)."""
+        x = np.asarray(x, dtype=float)
+        T = self.unit_matrix(x)
+        return np.array([max(abs(r.rhs), float(np.sum(np.abs(self.row_terms(r, T, x)))), 1e-300)
+                         for r in self.rows])
+
+    def violation(self, x) -> np.ndarray:
+        """Relative violation per row (≤ 0 satisfied; equalities |.|)."""
+        _, lhs = self.evaluate(x)
+        scale = self.row_scale(x)
+        out = np.empty(self.m)
+        for l, r in enumerate(self.rows):
+            d = lhs[l] - r.rhs
+            out[l] = abs(d) if r.sense == "==" else d
+        return out / scale
+
+    # ------------------------------------------------------------------ Lagrangian pieces
+    def combine(self, lam: np.ndarray):
+        """(Ω, ℓ): the Lagrangian's unit-term weights W0 + Σ λ_l W_l and linear part a0 + Σ λ_l a_l."""
+        Om = np.zeros((self.k, self.model.J)) if self.objective.W is None else self.objective.W.copy()
+        ell = np.zeros(self.k) if self.objective.a is None else self.objective.a.astype(float).copy()
+        for l, r in enumerate(self.rows):
+            if lam[l] == 0:
+                continue
+            if r.W is not None:
+                Om += lam[l] * r.W
+            if r.a is not None:
+                ell += lam[l] * r.a
+        return Om, ell
+
+    def rhs(self) -> np.ndarray:
+        return np.array([r.rhs for r in self.rows], dtype=float)
+
+    def inequality(self) -> np.ndarray:
+        return np.array([r.sense == "<=" for r in self.rows], dtype=bool)
+
+
+# ---------------------------------------------------------------------------------- builders
+def program_of(model) -> SeparableProgram:
+    """The separable program of a StratifiedDesign or MinCostDesign (all rows, nothing dropped)."""
+    from ..models.min_cost import MinCostDesign
+    from ..models.stratified import StratifiedDesign
+
+    if isinstance(model, MinCostDesign):
+        design = model.design
+    elif isinstance(model, StratifiedDesign):
+        design = model
+    else:
+        raise TypeError(f"no separable program for {type(model).__name__}")
+    k, J = design.k, design.J
+    objective_W = design.alpha2[:, None] * design.variable_weights[None, :]
+    rows: list[Row] = []
+    if isinstance(model, MinCostDesign):
+        objective = Row("cost", "objective", None, model.cost.astype(float))
+        const = 0.0
+        if model.variance_target is not None:
+            rows.append(Row("variance g(n)", "variance", objective_W, None, model.variance_budget, "<="))
+    else:
+        objective = Row("g(n)", "objective", objective_W, None)
+        const = design._fpc_const
+        rows.append(Row("total", "total", None, np.ones(k), float(design.total), "=="))
+    for con in model.constraints:
+        sign = -1.0 if con.sense == ">=" else 1.0
+        sense = "==" if con.sense == "==" else "<="
+        for r in range(con.A.shape[0]):
+            rows.append(Row(con.name if con.A.shape[0] == 1 else f"{con.name}[{r}]", "linear", None,
+                            sign * con.A[r].astype(float), sign * float(con.b[r]), sense, con))
+    for t in model.precision_targets:
+        W = np.zeros((k, J))
+        W[:, t.variable] = t.weights
+        rows.append(Row(t.name, "precision", W, None, t.bound + t.fpc_const, "<=", t))
+    return SeparableProgram(design, design.lower, design.upper, objective, rows, const)
+
+
+# ---------------------------------------------------------------------------------- secant MILP
+@dataclass
+class SecantMILP:
+    """``min c·v + offset`` s.t. ``row_lo ≤ A v ≤ row_hi``, ``col_lo ≤ v ≤ col_hi``, v[:k] integer.
+
+    Columns: n (k), then one epigraph column per (stratum, nonlinear row incl. the objective). ``A`` is
+    given as COO triplets. ``obj_scale`` divides the objective (reported values are multiplied back).
+    """
+
+    c: np.ndarray
+    offset: float
+    col_lo: np.ndarray
+    col_hi: np.ndarray
+    rows: list
+    cols: list
+    vals: list
+    row_lo: list
+    row_hi: list
+    k: int
+    obj_scale: float
+
+
+def secant_milp(prog: SeparableProgram, lo: np.ndarray, hi: np.ndarray, anchor: np.ndarray | None = None,
+                obj_scale: float = 1.0, row_tighten: float = 0.0) -> SecantMILP:
+    """The program restricted to ``lo ≤ n ≤ hi`` as an exact MILP with integer secant cuts.
+
+    A discretely convex f on the integers [a, b] equals max over segments v = a..b−1 of its secants
+    f(v) + (f(v+1) − f(v))(n − v), so ``z ≥ secants`` makes z = f(n) at integer n. To keep solver tolerances
+    small against the objective, each stratum's objective part is written as its affine tangent at
+    ``anchor`` (exact linear part) plus an epigraph of the remainder; rows likewise. ``obj_scale`` divides
+    the objective; ``row_tighten`` (relative) tightens nonlinear ≤ rows so that points the solver accepts
+    within its feasibility tolerance satisfy the true rows.
+    """
+    k = prog.k
+    lo = np.asarray(lo, dtype=np.int64)
+    hi = np.asarray(hi, dtype=np.int64)
+    anchor = (lo + hi) / 2.0 if anchor is None else np.clip(np.asarray(anchor, dtype=float), lo, hi)
+    c = [np.zeros(k)]
+    col_lo, col_hi = [lo.astype(float)], [hi.astype(float)]
+    R, C, Vv, rlo, rhi = [], [], [], [], []
+    offset = 0.0
+    ncol = k
+    nrow = 0
+    all_rows = [prog.objective, *prog.rows]
+    for l, row in enumerate(all_rows):
+        # every row (and its epigraph columns) in its own units: the objective divided by obj_scale, a
+        # constraint by the magnitude of its right-hand side, so solver tolerances are relative ones
+        unit = obj_scale if l == 0 else max(abs(row.rhs), 1e-300)
+        lin = np.zeros(k) if row.a is None else row.a.astype(float).copy()
+        const = 0.0
+        epi_cols: list[int] = []
+        if row.W is not None:
+            idx = np.flatnonzero(np.any(row.W != 0, axis=1))
+            fixed = idx[lo[idx] == hi[idx]]
+            free = idx[lo[idx] < hi[idx]]
+            if fixed.size:
+                T = prog.unit_matrix(lo[fixed].astype(float), fixed)
+                const += float(np.sum(row.W[fixed] * T))
+            if free.size:
+                # value and slope of the tangent-like affine part: the secant through the anchor's floor
+                a0 = np.clip(np.floor(anchor[free]), lo[free], hi[free] - 1).astype(float)
+                f_a0 = np.sum(row.W[free] * prog.unit_matrix(a0, free), axis=1)
+                d_a0 = np.sum(row.W[free] * prog.increment_matrix(a0, free), axis=1)
+                lin[free] += d_a0
+                const += float(np.sum(f_a0 - d_a0 * a0))
+                sizes = (hi[free] - lo[free]).astype(np.int64)
+                owner = np.repeat(np.arange(free.size), sizes)          # position in `free` of each segment
+                ii = free[owner]
+                starts = np.cumsum(sizes) - sizes
+                v = (lo[ii] + np.arange(owner.size) - starts[owner]).astype(float)
+                f_v = np.sum(row.W[ii] * prog.unit_matrix(v, ii), axis=1)
+                d_v = np.sum(row.W[ii] * prog.increment_matrix(v, ii), axis=1)
+                # remainder r(n) = f(n) − [f(a0) + d(a0)(n − a0)] ≥ 0 (convex, zero at a0 and a0 + 1)
+                r_v = (f_v - (f_a0[owner] + d_a0[owner] * (v - a0[owner]))) / unit
+                s_v = (d_v - d_a0[owner]) / unit
+                cols = ncol + owner
+                epi_cols.extend(range(ncol, ncol + free.size))
+                ncol += free.size
+                # z − s_v·n ≥ r_v − s_v·v, one row per segment
+                rows_idx = np.arange(nrow, nrow + v.size)
+                R += [rows_idx, rows_idx]
+                C += [cols, ii]
+                Vv += [np.ones(v.size), -s_v]
+                rlo.append(r_v - s_v * v)
+                rhi.append(np.full(v.size, np.inf))
+                nrow += v.size
+                c.append(np.zeros(free.size))
+                col_lo.append(np.zeros(free.size))
+                col_hi.append(np.full(free.size, np.inf))
+        if l == 0:      # objective: (lin·n + const)/obj_scale + Σ z
+            c[0] = c[0] + lin / obj_scale
+            if epi_cols:
+                c[-1] = c[-1] + 1.0      # the objective's epigraph columns were appended last
+            offset += (const - prog.const) / obj_scale
+            continue
+        # constraint: lin·n + Σ z ≤ rhs − const   (or == for linear equalities)
+        nz = np.flatnonzero(lin)
+        cols_l = np.concatenate([nz, np.array(epi_cols, dtype=np.int64)])
+        vals_l = np.concatenate([lin[nz] / unit, np.ones(len(epi_cols))])
+        scale = 1.0 if epi_cols else max(np.max(np.abs(vals_l)) if vals_l.size else 1.0, 1e-300)
+        b = (row.rhs - const) / unit
+        if row.W is not None and row_tighten:
+            b -= row_tighten * max(abs(row.rhs), 1e-300) / unit
+        R.append(np.full(cols_l.size, nrow))
+        C.append(cols_l)
+        Vv.append(vals_l / scale)
+        rhi.append(np.array([b / scale]))
+        rlo.append(np.array([b / scale if row.sense == "==" else -np.inf]))
+        nrow += 1
+    cvec = np.concatenate(c)
+    return SecantMILP(cvec, offset, np.concatenate(col_lo), np.concatenate(col_hi),
+                      R, C, Vv, rlo, rhi, k, obj_scale)
