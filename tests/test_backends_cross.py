@@ -112,9 +112,11 @@ def _constrained():
 def test_constrained_agree_with_enumerate(model):
     ref = model.solve(backend="enumerate")
     assert ref.status == dpopt.Status.OPTIMAL and model.is_feasible(ref.n)
-    # the exact backend does not ignore constraints: it refuses
+    # the exact backend solves constrained designs with a gap certificate
     ex = model.solve(backend="exact")
-    assert ex.status == dpopt.Status.UNSUPPORTED and ex.n is None
+    assert ex.status == dpopt.Status.OPTIMAL and model.is_feasible(ex.n)
+    assert ex.objective == pytest.approx(ref.objective, rel=1e-9)
+    assert ex.certificate.lower_bound <= ref.objective * (1 + 1e-12)
     plain = StratifiedDesign(N=model.N, sigma2=model.sigma2, total=model.total, epsilon=model.epsilon,
                              mechanism=model.mechanism, objective=model.objective_kind)
     assert plain.solve().objective < ref.objective * (1 - 1e-9)      # the constraint really binds
@@ -150,7 +152,9 @@ def test_min_cost_agrees_with_enumerate(mech, objective, lower, upper, frac):
     grid = grids.reshape(-1, 3)
     ok = np.array([d.objective_value(n) <= V0 for n in grid])
     assert ref.objective == pytest.approx(float(np.min(grid[ok] @ np.array([1.0, 2.5, 4.0]))), rel=1e-12)
-    assert mc.solve(backend="exact").status == dpopt.Status.UNSUPPORTED
+    ex = mc.solve(backend="exact")
+    assert ex.status == dpopt.Status.OPTIMAL and mc.is_feasible(ex.n)
+    assert ex.objective == pytest.approx(ref.objective, rel=1e-12) and ex.certificate.lower_bound <= ref.objective
     for backend, opts in (("pyomo", {"solver": "scip"}), ("pyomo", {"solver": "highs"}), ("cvxpy", {})):
         sol = mc.solve(backend=backend, **opts)
         if backend == "pyomo" or mech == "tulap":
@@ -162,7 +166,8 @@ def test_min_cost_agrees_with_enumerate(mech, objective, lower, upper, frac):
         assert sol.objective == pytest.approx(ref.objective, rel=1e-7), (mech, backend)
     # continuous relaxations agree with each other and bound the integer cost; SLSQP and the DCP/DNLP
     # route must both answer (SCIP's NLP may stop 'feasible' on the 1e-8 feasibility check)
-    rel = {b: mc.relax(backend=b) for b in ("pyomo", "scipy", "cvxpy")}
+    rel = {b: mc.relax(backend=b) for b in ("pyomo", "scipy", "cvxpy", "exact")}
+    assert rel["exact"].status == dpopt.Status.OPTIMAL
     vals = [s.objective for s in rel.values() if s.status == dpopt.Status.OPTIMAL]
     assert rel["scipy"].status == dpopt.Status.OPTIMAL
     if mech != "laplace" or HAS_IPOPT:

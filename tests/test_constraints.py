@@ -48,7 +48,7 @@ def test_min_cost_brute_force_and_model_api():
     cost = [1.0, 2.5, 4.0]
     V0 = 1.5
     mc = d.min_cost(cost, V0)
-    assert isinstance(mc, MinCostDesign) and mc.default_backend == "enumerate"
+    assert isinstance(mc, MinCostDesign) and mc.default_backend == "exact"
     best = None
     for a in range(1, 31):
         for b in range(1, 41):
@@ -63,7 +63,7 @@ def test_min_cost_brute_force_and_model_api():
     assert mc.is_feasible(s.n) and s.details["variance_objective"] <= V0
     h = mc.solve(backend="pyomo", solver="highs")
     assert h.objective == pytest.approx(best, rel=1e-7)
-    assert mc.solve(backend="exact").status == dpopt.Status.UNSUPPORTED
+    assert mc.solve(backend="enumerate").objective == pytest.approx(best, rel=1e-12)
     assert "total cost" in mc.report(s)
     with pytest.raises(ValueError, match="variance_target"):
         d.min_cost(cost, -1.0)

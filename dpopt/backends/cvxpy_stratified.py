@@ -33,6 +33,7 @@ from .. import _validate as V
 from ..registry import register
 from ..result import Certificate, Solution, Status
 from .enumerate import _term
+from ._classical import classical_only
 
 _DESCRIPTION = ("cvxpy: DCP (DLap/TuLap) with Clarabel / SCIP; DNLP with IPOPT (extra) or tangent cuts with a "
                 "certified gap otherwise")
@@ -454,5 +455,5 @@ def solve(model, time_limit: float | None = None) -> Solution:
 
 
 for _cls in (StratifiedDesign, MinCostDesign):
-    register("cvxpy", _cls, "solve", _DESCRIPTION)(solve)
-    register("cvxpy", _cls, "relax", _DESCRIPTION)(relax)
+    register("cvxpy", _cls, "solve", _DESCRIPTION)(classical_only(solve))
+    register("cvxpy", _cls, "relax", _DESCRIPTION)(classical_only(relax))

@@ -20,6 +20,7 @@ from ..models.stratified import StratifiedDesign
 from .. import _validate as V
 from ..registry import register
 from ..result import Certificate, Solution, Status
+from ._classical import classical_only
 
 _DESCRIPTION = "brute-force enumeration of all feasible integer designs (tiny instances; the oracle)"
 DEFAULT_MAX_CANDIDATES = 10_000_000
@@ -272,5 +273,5 @@ def solve_min_cost(model: MinCostDesign, max_candidates: int = DEFAULT_MAX_CANDI
     return _finish(model, res, count, t0)
 
 
-register("enumerate", StratifiedDesign, "solve", _DESCRIPTION)(solve_stratified)
-register("enumerate", MinCostDesign, "solve", _DESCRIPTION)(solve_min_cost)
+register("enumerate", StratifiedDesign, "solve", _DESCRIPTION)(classical_only(solve_stratified))
+register("enumerate", MinCostDesign, "solve", _DESCRIPTION)(classical_only(solve_min_cost))

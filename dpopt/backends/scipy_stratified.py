@@ -21,6 +21,7 @@ from ..models.min_cost import MinCostDesign
 from ..models.stratified import StratifiedDesign
 from ..registry import register
 from ..result import Solution, Status
+from ._classical import classical_only
 
 _DESCRIPTION = "scipy.optimize (SLSQP / trust-constr) continuous relaxations"
 METHODS = ("SLSQP", "trust-constr")
@@ -146,4 +147,4 @@ def _feasible(model, x, tol: float = 1e-7) -> bool:
 
 
 for _cls in (StratifiedDesign, MinCostDesign):
-    register("scipy", _cls, "relax", _DESCRIPTION)(relax)
+    register("scipy", _cls, "relax", _DESCRIPTION)(classical_only(relax))

@@ -186,35 +186,15 @@ class MinCostDesign(Model):
 
 
 # ---------------------------------------------------------------------------------- model files
-from ..modelfile import ModelFileError, register_family, take  # noqa: E402
+from ..modelfile import register_family, take  # noqa: E402
+from .stratified import _DESIGN_KEYS, design_from_file  # noqa: E402
 
 
 @register_family("stratified_min_cost")
 def _load_min_cost(data: dict, base) -> MinCostDesign:
-    """Like the "stratified" family, with ``variance_target`` instead of ``total`` and ``strata.cost`` required."""
-    take(data, {"name", "epsilon", "variance_target", "mechanism", "objective", "sensitivity", "fpc", "strata",
-                "constraint"}, {"epsilon", "variance_target", "strata"})
-    strata = data["strata"]
-    if not isinstance(strata, dict):
-        raise ModelFileError("[strata] must be a table with arrays N, sigma2, cost (and optional lower, upper, weights)")
-    take(strata, {"N", "sigma2", "lower", "upper", "weights", "cost"}, {"N", "sigma2", "cost"}, "[strata]")
-    objective = data.get("objective", "mean")
-    if objective == "weights":
-        if "weights" not in strata:
-            raise ModelFileError("objective = 'weights' needs strata.weights")
-        objective = strata["weights"]
-    elif "weights" in strata:
-        raise ModelFileError("strata.weights is given but objective is not 'weights'")
-    k = len(strata["N"]) if isinstance(strata["N"], list) else 1
-    lower = strata.get("lower")
-    total = int(np.sum(lower)) if lower is not None else k   # any feasible total; the min-cost model ignores it
-    design = StratifiedDesign(N=strata["N"], sigma2=strata["sigma2"], total=total,
-                              epsilon=data["epsilon"], mechanism=data.get("mechanism", "laplace"),
-                              objective=objective, sensitivity=data.get("sensitivity", 1.0),
-                              lower=lower, upper=strata.get("upper"),
-                              fpc=data.get("fpc", False), name=data.get("name", ""))
-    model = MinCostDesign(design, strata["cost"], data["variance_target"])
-    for i, con in enumerate(data.get("constraint", [])):
-        take(con, {"coefficients", "sense", "rhs", "name"}, {"coefficients", "rhs"}, f"[[constraint]] #{i + 1}")
-        model.add_constraint(con["coefficients"], con["rhs"], con.get("sense", "<="), con.get("name", ""))
-    return model
+    """Like the "stratified" family, with the precision requirements (variance_target, se or cv with mean,
+    [[precision]] tables) instead of ``total``, and ``strata.cost`` required."""
+    take(data, _DESIGN_KEYS | {"variance_target", "se", "cv", "mean"}, {"epsilon", "strata"})
+    design = design_from_file(data, None, ("N", "sigma2", "cost"))
+    return MinCostDesign(design, data["strata"]["cost"], data.get("variance_target"), se=data.get("se"),
+                         cv=data.get("cv"), mean=data.get("mean"))

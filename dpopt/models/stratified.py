@@ -872,18 +872,19 @@ def largest_remainder(weights, total: int, lower, upper) -> np.ndarray:
 # ---------------------------------------------------------------------------------- model files
 from ..modelfile import ModelFileError, register_family, take  # noqa: E402
 
-_STRATA_KEYS = {"N", "sigma2", "lower", "upper", "weights", "cost"}
+_STRATA_KEYS = {"N", "sigma2", "lower", "upper", "weights", "cost", "label", "domain"}
+_DESIGN_KEYS = {"name", "epsilon", "mechanism", "objective", "sensitivity", "value_range", "fpc", "strata",
+                "constraint", "precision", "min_per_stratum", "variables", "shares", "variable_weights"}
 
 
-@register_family("stratified")
-def _load_stratified(data: dict, base) -> StratifiedDesign:
-    """Model-file loader; see the README for the format."""
-    take(data, {"name", "epsilon", "total", "mechanism", "objective", "sensitivity", "fpc", "strata",
-                "constraint", "cost_budget"}, {"epsilon", "total", "strata"})
+def design_from_file(data: dict, total, strata_required=("N", "sigma2")) -> StratifiedDesign:
+    """The StratifiedDesign part of a model file (shared by the stratified and min-cost families):
+    strata table, mechanism, objective, variables, and the [[constraint]] and [[precision]] tables."""
     strata = data["strata"]
     if not isinstance(strata, dict):
-        raise ModelFileError("[strata] must be a table with arrays N, sigma2 (and optional lower, upper, weights, cost)")
-    take(strata, _STRATA_KEYS, {"N", "sigma2"}, "[strata]")
+        raise ModelFileError("[strata] must be a table with arrays N, sigma2 (and optional label, domain, lower, "
+                             "upper, weights, cost)")
+    take(strata, _STRATA_KEYS, set(strata_required), "[strata]")
     objective = data.get("objective", "mean")
     if objective == "weights":
         if "weights" not in strata:
@@ -891,16 +892,55 @@ def _load_stratified(data: dict, base) -> StratifiedDesign:
         objective = strata["weights"]
     elif "weights" in strata:
         raise ModelFileError("strata.weights is given but objective is not 'weights'")
-    model = StratifiedDesign(N=strata["N"], sigma2=strata["sigma2"], total=data["total"],
-                             epsilon=data["epsilon"], mechanism=data.get("mechanism", "laplace"),
-                             objective=objective, sensitivity=data.get("sensitivity", 1.0),
-                             lower=strata.get("lower"), upper=strata.get("upper"),
-                             fpc=data.get("fpc", False), name=data.get("name", ""))
+    if total is None:     # min-cost: any feasible total (Σ upper always is); the model ignores it
+        total = int(np.sum(strata["upper"] if strata.get("upper") is not None else strata["N"]))
+    design = StratifiedDesign(N=strata["N"], sigma2=strata["sigma2"], total=total,
+                              epsilon=data["epsilon"], mechanism=data.get("mechanism", "laplace"),
+                              objective=objective, sensitivity=data.get("sensitivity"),
+                              lower=strata.get("lower"), upper=strata.get("upper"),
+                              fpc=data.get("fpc", False), name=data.get("name", ""),
+                              labels=strata.get("label"), domains=strata.get("domain"),
+                              value_range=data.get("value_range"), variables=data.get("variables"),
+                              shares=data.get("shares"), variable_weights=data.get("variable_weights"),
+                              min_per_stratum=data.get("min_per_stratum"))
+    constraints = data.get("constraint", [])
+    if isinstance(constraints, dict):
+        raise ModelFileError("constraints are an array of tables: write [[constraint]], not [constraint]")
+    for i, con in enumerate(constraints):
+        where = f"[[constraint]] #{i + 1}"
+        take(con, {"coefficients", "strata", "sense", "rhs", "name"}, {"coefficients", "rhs"}, where)
+        coef = con["coefficients"]
+        if "strata" in con:
+            if isinstance(coef, (list, dict)):
+                raise ModelFileError(f"{where}: with 'strata', coefficients is one number for those strata")
+            names = con["strata"] if isinstance(con["strata"], list) else [con["strata"]]
+            coef = {name: coef for name in names}
+        design.add_constraint(coef, con["rhs"], con.get("sense", "<="), con.get("name", ""))
+    targets = data.get("precision", [])
+    if isinstance(targets, dict):
+        raise ModelFileError("precision targets are an array of tables: write [[precision]], not [precision]")
+    for i, t in enumerate(targets):
+        where = f"[[precision]] #{i + 1}"
+        take(t, {"target", "strata", "variable", "kind", "mean", "estimate", "name"}, {"target"}, where)
+        try:
+            design.add_precision_target(t["target"], strata=t.get("strata"), variable=t.get("variable"),
+                                        kind=t.get("kind", "variance"), mean=t.get("mean"),
+                                        estimate=t.get("estimate", "mean"), name=t.get("name", ""))
+        except (ValueError, TypeError) as exc:
+            raise ModelFileError(f"{where}: {exc}") from None
+    return design
+
+
+@register_family("stratified")
+def _load_stratified(data: dict, base) -> StratifiedDesign:
+    """Model-file loader; see the README for the format."""
+    take(data, _DESIGN_KEYS | {"total", "cost_budget"}, {"epsilon", "total", "strata"})
+    model = design_from_file(data, data["total"])
     if "cost_budget" in data:
-        if "cost" not in strata:
+        if "cost" not in data["strata"]:
             raise ModelFileError("cost_budget needs strata.cost")
-        model.add_cost_budget(strata["cost"], data["cost_budget"])
-    for i, con in enumerate(data.get("constraint", [])):
-        take(con, {"coefficients", "sense", "rhs", "name"}, {"coefficients", "rhs"}, f"[[constraint]] #{i + 1}")
-        model.add_constraint(con["coefficients"], con["rhs"], con.get("sense", "<="), con.get("name", ""))
+        model.add_cost_budget(data["strata"]["cost"], data["cost_budget"])
+    elif "cost" in data["strata"]:
+        raise ModelFileError("strata.cost is given but no cost_budget uses it (add cost_budget, or use the "
+                             "stratified_min_cost family)")
     return model
