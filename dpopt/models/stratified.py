@@ -296,6 +296,9 @@ class StratifiedDesign(Model):
                 return self.N.astype(float), key
             if key == "a-optimal":
                 return np.ones(k), key
+            if self.J > 1:
+                raise ValueError("objective 'unit-free' (alpha = 1/sigma) needs one variable; with several, "
+                                 "give variable_weights to put them on one scale")
             if np.any(self.sigma2 <= 0):
                 raise ValueError("objective 'unit-free' (alpha = 1/sigma) needs sigma2 > 0 in every stratum")
             return 1.0 / np.sqrt(self.sigma2), key
@@ -804,10 +807,42 @@ class StratifiedDesign(Model):
         pt = n if n is not None else x
         sol = Solution(n=None if n is None else np.asarray(n, dtype=np.int64),
                        x=None if x is None else np.asarray(x, dtype=float), model=type(self).__name__, **kw)
+        sol.details.setdefault("labels", list(self.labels))
         if pt is not None:
             sol.objective = self.objective_value(pt)
             sol.variance = self.variance_of_mean(sol.objective)
+            self.describe_point(sol, pt)
         return sol
+
+    def describe_point(self, sol: Solution, pt) -> None:
+        """Fill the report details of a point: precision targets, binding constraints, cost, warnings."""
+        if self.precision_targets:
+            sol.details.setdefault("precision", self.precision_report(pt))
+        if self.constraints:
+            sol.details.setdefault("constraints", self.constraint_report(pt))
+        if self.cost is not None:
+            sol.details.setdefault("cost", float(self.cost @ np.asarray(pt, dtype=float)))
+
+    def constraint_report(self, n) -> list[dict]:
+        """Each linear constraint row's left-hand side, right-hand side and whether it binds."""
+        out = []
+        x = np.asarray(n, dtype=float)
+        for con in self.constraints:
+            lhs = con.A @ x
+            for r in range(con.A.shape[0]):
+                tol = 1e-9 * max(1.0, abs(float(con.b[r])))
+                out.append({"name": con.name if con.A.shape[0] == 1 else f"{con.name}[{r}]", "sense": con.sense,
+                            "lhs": float(lhs[r]), "rhs": float(con.b[r]),
+                            "binding": bool(abs(lhs[r] - con.b[r]) <= max(tol, 0.5 * float(np.min(
+                                np.abs(con.A[r][con.A[r] != 0])) if np.any(con.A[r]) else 0.0)))})
+        return out
+
+    def rising_strata(self, n) -> np.ndarray:
+        """Strata where one more sampled unit would raise the objective term (the noise, growing with the
+        sampling rate at small ε, outweighs the sampling error saved)."""
+        n = np.asarray(n, dtype=np.int64)
+        inc = self.increments(np.minimum(n, self.N - 1).astype(float))
+        return np.flatnonzero((inc > 0) & (n < self.N))
 
     def report(self, solution: Solution) -> str:
         from ..report import stratified_report
