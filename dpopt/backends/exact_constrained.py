@@ -409,12 +409,39 @@ def _convexity(model):
     return ok, why
 
 
+def _unreachable_rows(prog) -> str | None:
+    """A row whose own minimum over the bounds exceeds its right-hand side makes the model infeasible; name it
+    (e.g. a precision target below the floor the DP noise sets: more sample can mean more noise)."""
+    for l, r in enumerate(prog.rows):
+        if r.sense != "<=":
+            continue
+        Om = np.zeros((prog.k, prog.model.J)) if r.W is None else r.W
+        ell = np.zeros(prog.k) if r.a is None else r.a.astype(float)
+        lo, hi = prog.lower.astype(float), prog.upper.astype(float)
+        x = _inner_continuous(prog, Om, ell)
+        low = float(np.sum(_phi(prog, Om, ell, x)))
+        if low - r.rhs > 1e-9 * max(abs(r.rhs), abs(low)):
+            target = r.target
+            if getattr(target, "kind", None) in ("se", "cv", "variance"):
+                var = max(low - target.fpc_const, 0.0)
+                floor = math.sqrt(var)
+                what = {"se": f"SE {floor:.6g}", "cv": f"CV {floor / abs(target.mean or 1.0):.6g}",
+                        "variance": f"variance {var:.6g}"}[target.kind]
+                return (f"precision target {r.name!r} ({target.kind} {target.target:g}) cannot be met: the smallest "
+                        f"{what} any design within the bounds reaches")
+            return f"row {r.name!r} cannot be met: its smallest value within the bounds is {low:.6g} > {r.rhs:.6g}"
+    return None
+
+
 def relax_constrained(model, rel_gap: float = DEFAULT_REL_GAP, time_limit: float | None = None,
                       verbose: bool = False) -> Solution:
     """The continuous relaxation with every constraint (stratallo's opt/optcost/dopt with DP noise)."""
     rel_gap, time_limit, verbose = _check_options(rel_gap, time_limit, verbose)
     deadline = _Deadline(time_limit)
     prog = program_of(model)
+    why = _unreachable_rows(prog)
+    if why:
+        return Solution(status=Status.INFEASIBLE, message=f"infeasible: {why}")
     res = _solve_dual(prog, deadline)
     return _finish_relaxation(model, prog, res, rel_gap, deadline)
 
@@ -453,6 +480,9 @@ def solve_constrained(model, rel_gap: float = DEFAULT_REL_GAP, time_limit: float
     max_milp_columns = V.option(V.integer, "max_milp_columns", max_milp_columns, minimum=1)
     deadline = _Deadline(time_limit)
     prog = program_of(model)
+    unreachable = _unreachable_rows(prog)
+    if unreachable:
+        return Solution(status=Status.INFEASIBLE, message=f"infeasible: {unreachable}")
     convex, why = _convexity(model)
     res = _solve_dual(prog, deadline)
     if res["infeasible"]:
@@ -492,9 +522,16 @@ def solve_constrained(model, rel_gap: float = DEFAULT_REL_GAP, time_limit: float
             if val_exact < ub:
                 ub, incumbent = val_exact, n
         bound_here = bnd if status == "optimal" else (bnd if status == "time_limit" else -math.inf)
-        if status == "infeasible" and attempt == 0 and incumbent is None:
-            # nothing feasible near the relaxation: widen the window
-            region = (np.clip(region[0] - 4 * (window + 1), lo, hi), np.clip(region[1] + 4 * (window + 1), lo, hi))
+        if status == "infeasible" and incumbent is None:
+            whole = bool(np.all(region[0] == lo) and np.all(region[1] == hi))
+            if whole:      # HiGHS proved the whole box has no integer point
+                return Solution(status=Status.INFEASIBLE, message="infeasible: no integer design meets every "
+                                "constraint (the continuous relaxation is feasible; " + "; ".join(steps) + ")")
+            # nothing feasible near the relaxation: widen the window, at last to the whole box
+            grow = 4 ** (attempt + 1) * (window + 1)
+            region = (np.clip(region[0] - grow, lo, hi), np.clip(region[1] + grow, lo, hi))
+            if attempt >= 2 or int(np.sum(hi - lo)) <= max_milp_columns // 4:
+                region = (lo.copy(), hi.copy())
             continue
         if incumbent is None:
             break

@@ -841,8 +841,9 @@ class StratifiedDesign(Model):
         """Strata where one more sampled unit would raise the objective term (the noise, growing with the
         sampling rate at small ε, outweighs the sampling error saved)."""
         n = np.asarray(n, dtype=np.int64)
-        inc = self.increments(np.minimum(n, self.N - 1).astype(float))
-        return np.flatnonzero((inc > 0) & (n < self.N))
+        room = np.flatnonzero(n < self.N)
+        inc = self.increments(n[room].astype(float), room)
+        return room[inc > 0]
 
     def report(self, solution: Solution) -> str:
         from ..report import stratified_report
