@@ -733,30 +733,37 @@ class StratifiedDesign(Model):
         return sol
 
     def convexity_verified(self, max_points: int = 5_000_000) -> tuple[bool | None, str]:
-        """Are the terms discretely convex (non-decreasing increments d_i) on every stratum's range?
+        """Are the unit terms discretely convex (non-decreasing increments) on every stratum's range?
 
-        The exchange certificate, the exact backend and Algorithm 1 rest on it. It is proven for the
-        built-in mechanisms (SPEC §2); for a user-defined mechanism it is checked increment by increment
-        when the ranges hold at most ``max_points`` values in all (True/False), else unknown (None).
+        The exchange certificate, the exact backends and Algorithm 1 rest on it. It is proven for the
+        built-in mechanisms at the whole budget, and for Laplace at any share (the share only rescales the
+        noise; docs/stratified.md). Otherwise (a user mechanism, or DLap/TuLap with a budget share below 1)
+        it is checked increment by increment, per variable, when the ranges hold at most ``max_points``
+        values in all (True/False), else unknown (None).
         """
-        from ..privacy.mechanisms import MECHANISMS
-        if type(self.mechanism) in MECHANISMS.values():
+        from ..privacy.mechanisms import MECHANISMS, Laplace
+        builtin = type(self.mechanism) in MECHANISMS.values()
+        if builtin and (type(self.mechanism) is Laplace or np.all(self.shares == 1.0)):
             return True, "proven for the built-in mechanisms"
         if getattr(self, "_convexity", None) is not None:
             return self._convexity
-        span = int(np.sum(self.upper - self.lower))
+        what = (f"user mechanism {self.mechanism.name!r}" if not builtin
+                else f"{self.mechanism.name} with budget shares below 1")
+        span = int(np.sum(self.upper - self.lower)) * self.J
         if span > max_points:
-            out = (None, f"user mechanism {self.mechanism.name!r}: convexity of the terms not verified "
-                         f"({span} increments exceed {max_points})")
+            out = (None, f"{what}: convexity of the terms not verified ({span} increments exceed {max_points})")
         else:
-            out = (True, f"user mechanism {self.mechanism.name!r}: increments checked non-decreasing on every range")
-            for i in range(self.k):
-                d = self.increments(np.arange(self.lower[i], self.upper[i], dtype=np.int64), np.full(
-                    int(self.upper[i] - self.lower[i]), i))
-                bad = np.flatnonzero(np.diff(d) < -1e-12 * np.maximum(np.abs(d[:-1]), np.abs(d[1:])))
-                if bad.size:
-                    out = (False, f"user mechanism {self.mechanism.name!r}: stratum {i} is not discretely convex "
-                                  f"(increment falls after n = {int(self.lower[i] + bad[0] + 1)})")
+            out = (True, f"{what}: increments checked non-decreasing on every range")
+            for j in range(self.J):
+                for i in range(self.k):
+                    m = np.arange(self.lower[i], self.upper[i], dtype=np.int64)
+                    d = self.unit_increments(m, j, np.full(m.size, i))
+                    bad = np.flatnonzero(np.diff(d) < -1e-12 * np.maximum(np.abs(d[:-1]), np.abs(d[1:])))
+                    if bad.size:
+                        out = (False, f"{what}: stratum {self.labels[i]!r} is not discretely convex in variable "
+                                      f"{self.variables[j]!r} (increment falls after n = {int(m[0] + bad[0] + 1)})")
+                        break
+                if out[0] is False:
                     break
         self._convexity = out
         return out
@@ -848,6 +855,14 @@ class StratifiedDesign(Model):
     def report(self, solution: Solution) -> str:
         from ..report import stratified_report
         return stratified_report(self, solution)
+
+    @classmethod
+    def from_frame(cls, frame, strata: str, y, total, epsilon, *, pilot=None, **options) -> "StratifiedDesign":
+        """A design from a sampling frame (pandas, polars, a mapping of columns or a CSV path): N_h are the
+        stratum counts, S_h² the variances of ``y`` in the frame or in ``pilot``; see
+        :func:`dpopt.frames.stratified_design_from_frame`."""
+        from ..frames import stratified_design_from_frame
+        return stratified_design_from_frame(frame, strata, y, total, epsilon, pilot=pilot, **options)
 
 
 def _psi(ly, L, s, u):
