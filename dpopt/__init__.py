@@ -6,9 +6,11 @@ Models are declared once and solved by any capable backend:
 """
 
 from . import privacy
+from . import datasets
 from .compare import CompareResult, compare
+from .datasets import load_gapminder, toy_hierarchy
 from .models import Model, StratifiedDesign
-from .models.hierarchy import Hierarchy, HierarchyBudget, load_gapminder, toy_hierarchy, truncated_laplace_moments
+from .models.hierarchy import Hierarchy, HierarchyBudget, truncated_laplace_moments
 from .models.importance import (ImportanceSampling, amplified_loss, bisect_optimal_weights, calibrate_epsilon,
                                 calibrate_noise_scale, coreset_probabilities, linear_optimal_weights,
                                 uniform_probabilities)
@@ -37,7 +39,7 @@ def build_cvxpy_problem(model, **kw):
 __version__ = "0.1.0"
 
 __all__ = [
-    "privacy", "Model", "StratifiedDesign", "MinCostDesign", "Hierarchy", "HierarchyBudget", "SampleSizeProgram",
+    "privacy", "datasets", "Model", "StratifiedDesign", "MinCostDesign", "Hierarchy", "HierarchyBudget", "SampleSizeProgram",
     "SampleSizeStudy", "ImportanceSampling", "Solution", "Certificate", "Status", "available_backends", "compare", "CompareResult",
     "build_pyomo_model", "build_cvxpy_problem", "load_gapminder", "toy_hierarchy", "truncated_laplace_moments",
     "release", "monte_carlo", "noise_ratio", "epsilon_for_noise_ratio", "q_bound", "rate_for_q_bound",

@@ -25,7 +25,7 @@ def oracle_scan(N, S2, eps, delta_of_n):
 
 def assert_same_optimum(sol, N, S2, eps, delta_of_n):
     n_or, v_or, v = oracle_scan(N, S2, eps, delta_of_n)
-    n_star = int(sol.n[0])
+    n_star = sol.n
     # the same integer, unless the two values tie to rounding (then the values must agree)
     if n_star != n_or:
         assert abs(v[n_star - 1] - v_or) <= 1e-12 * v_or, (n_star, n_or)
@@ -56,7 +56,7 @@ def test_paper_q_small_eps_limit():
 def test_mean_never_gains(N, eps, R, S2):
     sol = SampleSizeProgram(N, S2, eps, sensitivity="mean", value_range=R).solve()
     assert sol.status == "optimal"
-    assert int(sol.n[0]) == N and not sol.helps and sol.gain == pytest.approx(1.0)
+    assert sol.n == N and not sol.helps and sol.gain == pytest.approx(1.0)
     assert sol.V_N == pytest.approx(2 * (R / (N * eps)) ** 2, rel=1e-12)
 
 
@@ -121,7 +121,7 @@ def test_mean_sensitivity_matches_scan(seed):
     eps, R, S2 = float(10 ** rng.uniform(-3, 1)), float(rng.uniform(0.1, 10)), float(10 ** rng.uniform(-6, 1))
     sol = SampleSizeProgram(N, S2, eps, sensitivity="mean", value_range=R).solve(method="bnb")
     assert_same_optimum(sol, N, S2, eps, lambda n: R / n)
-    assert int(sol.n[0]) == N
+    assert sol.n == N
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -155,7 +155,7 @@ def test_bnb_matches_scan_at_large_N():
         if v[i] < best_v:
             best_n, best_v = int(n[i]), float(v[i])
     assert sol.objective == pytest.approx(best_v, rel=1e-12)
-    assert abs(int(sol.n[0]) - best_n) <= 2000   # flat optimum: values agree to 1e-12
+    assert abs(sol.n - best_n) <= 2000   # flat optimum: values agree to 1e-12
 
 
 def test_population_1e9():
@@ -163,7 +163,7 @@ def test_population_1e9():
     m = SampleSizeProgram(N, S2, eps, sensitivity=d)
     sol = m.solve()
     assert sol.status == "optimal" and sol.method == "bnb" and sol.wall_time < 10
-    n_star = int(sol.n[0])
+    n_star = sol.n
     # no better point in a dense window nor on a coarse global grid (independent formula)
     win = np.arange(max(1, n_star - 200_000), min(N, n_star + 200_000) + 1, dtype=float)
     grid = np.unique(np.round(np.geomspace(1, N, 200_000)))
@@ -176,7 +176,7 @@ def test_population_1e9():
 def test_solution_fields():
     m = SampleSizeProgram(10000, 1.0, 1.0, delta=1e-5, sensitivity=0.01)
     sol = m.solve()
-    n = int(sol.n[0])
+    n = sol.n
     assert sol.delta_n == pytest.approx(10000 * 1e-5 / n)
     assert sol.V_N == pytest.approx(2 * 0.01 ** 2, rel=1e-13)
     assert sol.gain == pytest.approx(sol.V_N / sol.V_n)
@@ -249,7 +249,7 @@ def test_model_file(tmp_path):
     p = tmp_path / "m.toml"
     p.write_text('family = "sample_size"\nN = 10000\nS2 = 1.0\nepsilon = 1.0\nsensitivity = 0.01\n')
     model, _ = modelfile.load(p)
-    assert int(model.solve().n[0]) == oracle_scan(10000, 1.0, 1.0, lambda n: np.full_like(n, 0.01))[0]
+    assert model.solve().n == oracle_scan(10000, 1.0, 1.0, lambda n: np.full_like(n, 0.01))[0]
     p.write_text('family = "sample_size"\nN = 100\nS2 = 1.0\nepsilon = 1.0\nsensitivity = "mean"\n')
     with pytest.raises(ValueError, match="value_range"):
         modelfile.load(p)
@@ -264,7 +264,7 @@ def test_repository_model_files():
     from dpopt import modelfile
     root = Path(__file__).resolve().parents[1] / "models"
     m, _ = modelfile.load(root / "hu_mean_no_gain.toml")
-    assert int(m.solve().n[0]) == 10001
+    assert m.solve().n == 10001
     m, _ = modelfile.load(root / "hu_constant_sensitivity.toml")
     sol = m.solve()
     _, v_or, _ = oracle_scan(10**6, 1.0, 1.0, lambda n: np.full_like(n, 0.001))

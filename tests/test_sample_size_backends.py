@@ -26,14 +26,14 @@ def test_pyomo_scip_matches_exact(kw):
     assert sol.status == "optimal" and sol.solver == "scip_direct"
     v = _scan_values(m)
     # SCIP is exact up to its 1e-10 tolerances: on these instances the optimum is sharp
-    assert int(sol.n[0]) == int(ex.n[0]) == int(np.argmin(v)) + 1
+    assert sol.n == ex.n == int(np.argmin(v)) + 1
 
 
 def test_pyomo_callable_sensitivity():
     m = SampleSizeProgram(1200, 2.0, 0.3, sensitivity=lambda n: 3.0 / n ** 0.5, sensitivity_trend="nonincreasing")
     sol = m.solve("pyomo", time_limit=30)
     assert sol.status == "optimal"
-    assert int(sol.n[0]) == int(np.argmin(_scan_values(m))) + 1
+    assert sol.n == int(np.argmin(_scan_values(m))) + 1
     # a callable that cannot take a Pyomo variable is reported, not raised
     m2 = SampleSizeProgram(1200, 2.0, 0.3, sensitivity=lambda n: float(np.sqrt(1.0 / n)))
     assert m2.solve("pyomo").status == "unsupported"
@@ -47,7 +47,7 @@ def test_scipy_is_feasible_and_close(kw):
     assert sol.status == "feasible"          # never claims optimality
     assert sol.objective >= ex.objective * (1 - 1e-12)
     # on these (unimodal) instances the rounded local minimiser is the optimum
-    assert int(sol.n[0]) == int(ex.n[0])
+    assert sol.n == ex.n
 
 
 def test_unknown_options_raise():

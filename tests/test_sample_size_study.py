@@ -23,7 +23,7 @@ def test_mean_matches_closed_form_and_never_gains():
     v = closed.variance(sol.n_grid.astype(float))
     assert np.all(np.abs(sol.mse - v) <= 4 * sol.se)
     assert sol.mse_population == pytest.approx(closed.V_N, rel=1e-12)
-    assert sol.status == dpopt.Status.FEASIBLE and not sol.helps and int(sol.n[0]) == pop.size
+    assert sol.status == dpopt.Status.FEASIBLE and not sol.helps and sol.n == pop.size
 
 
 @pytest.mark.parametrize("eps, helps", [(0.1, True), (5.0, False)])

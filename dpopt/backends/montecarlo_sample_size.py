@@ -43,6 +43,6 @@ def solve_study(model: SampleSizeStudy, draws: int | None = None, seed: int | No
            f"{len(res.rates)} rates and the population release; not a proven optimum")
     if helps and z < 2:
         msg += f"; the gain over the population release is within {z:.1f} standard errors (not significant)"
-    return Solution(status=Status.FEASIBLE, objective=best, n=np.array([n_best], dtype=np.int64), variance=best,
+    return Solution(status=Status.FEASIBLE, objective=best, n=n_best, variance=best,
                     backend="monte-carlo", solver="simulate_sample_size", model="SampleSizeStudy",
                     message=msg, details=details)

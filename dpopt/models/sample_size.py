@@ -367,7 +367,7 @@ class SampleSizeProgram(Model):
             "noise_variance": float(self.noise_variance(float(n_star))),
         }
         details.update(extra or {})
-        return Solution(status=status, objective=vn, n=np.array([n_star], dtype=np.int64), variance=vn,
+        return Solution(status=status, objective=vn, n=n_star, variance=vn,
                         certificate=certificate, backend=backend, solver=solver, model="SampleSizeProgram",
                         message=message, details=details)
 

@@ -70,7 +70,7 @@ class SampleSizeStudy(Model):
         rows = [[r, n, m, s, g] for r, n, m, s, g in zip(d["rates"], d["n_grid"], d["mse"], d["se"], d["gain"])]
         rows.append([1.0, self.N, d["mse_population"], 0.0, 1.0])
         lines += ["", table(["rate", "n", "MSE", "MC s.e.", "gain"], rows, ["g", "d", ".6g", ".2g", ".4g"]), ""]
-        lines.append(f"best rate           : {d['rate']:g} (n = {int(solution.n[0])})")
+        lines.append(f"best rate           : {d['rate']:g} (n = {solution.n})")
         lines.append(f"sampling helps      : {'yes' if d['helps'] else 'no (release the population statistic)'}"
                      + ("" if not d["helps"] else f"; gain {d['best_gain']:.4g}, "
                         f"{d['z_score']:.1f} standard errors from no gain"))

@@ -58,7 +58,7 @@ def variance_curve_data(N=10001, S2=1.0, sensitivities=(0.003, 0.01, 0.03), epsi
         m = SampleSizeProgram(N, S2, epsilon, sensitivity=d)
         c = m.curve(points=points)
         sol = m.solve()
-        out[float(d)] = {"rate": c["rate"], "relative": c["variance"] / m.V_N, "n_star": int(sol.n[0]),
+        out[float(d)] = {"rate": c["rate"], "relative": c["variance"] / m.V_N, "n_star": sol.n,
                          "gain": float(sol.gain)}
     return out
 
