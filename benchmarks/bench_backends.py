@@ -23,13 +23,13 @@ import warnings
 
 
 from dpopt.models.stratified import StratifiedDesign
-from dpopt.plots.stratified import section54
+from dpopt.datasets import chen_section54
 
 warnings.filterwarnings("ignore")
 
 
 def paper_model(k: int, eta: int, scale_to_fit: bool = False) -> StratifiedDesign:
-    return section54(k, eta, scale_to_fit=scale_to_fit)
+    return chen_section54(k, eta, scale_to_fit=scale_to_fit)
 
 
 def run(model, route: str, tl: float, max_milp_vars: int):

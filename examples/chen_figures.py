@@ -15,7 +15,7 @@ def table1():
     for mech in ("laplace", "tulap"):
         rows[mech] = []
         for e in EPS:
-            model = dpopt.StratifiedDesign(**figs.TABLE1, epsilon=e, mechanism=mech)
+            model = dpopt.datasets.chen_table1(epsilon=e, mechanism=mech)
             rows[mech].append(model.objective_value(model.baseline("neyman")) / model.solve().objective)
     return rows
 

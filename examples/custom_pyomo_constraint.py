@@ -25,16 +25,14 @@ import dpopt
 from dpopt.plots import example_args, report_written, save, pyplot
 from dpopt.backends.pyomo_stratified import solve_pyomo_model
 
-N = [7000, 8000, 9000, 10000]
-SIGMA2 = [0.08, 0.08 ** 2, 0.08 ** 3, 0.08 ** 4]
-TOTAL = 200
+TOTAL = dpopt.datasets.CHEN_TABLE1["total"]
 EPSILON = 1.0
 DOMAIN = [0, 1]          # region A = strata 1 and 2 (0-based indices)
 SE_TARGET = 0.028        # the unconstrained optimum gives SE(mean_A) = 0.0312
 
 
 def design_model():
-    return dpopt.StratifiedDesign(N=N, sigma2=SIGMA2, total=TOTAL, epsilon=EPSILON, mechanism="laplace")
+    return dpopt.datasets.chen_table1(epsilon=EPSILON, mechanism="laplace")
 
 
 def domain_variance(model, n):

@@ -28,7 +28,7 @@ import dpopt
 from dpopt.plots import example_args, report_written, save, pyplot
 from dpopt.privacy import Mechanism
 
-TABLE1 = dict(N=[7000, 8000, 9000, 10000], sigma2=[0.08, 0.08 ** 2, 0.08 ** 3, 0.08 ** 4], total=200)
+TABLE1 = dpopt.datasets.CHEN_TABLE1     # Chen et al.'s Table 1 strata: N, sigma2 and the total 200
 
 
 class Staircase(Mechanism):

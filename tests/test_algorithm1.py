@@ -82,8 +82,7 @@ def test_paper_lambda_invalid_corrected_valid():
 
 
 def test_candidate_limit_refuses_clearly():
-    m = StratifiedDesign(N=[20000 - 1000 * i for i in range(10)], sigma2=[0.08 ** (1 + i / 10) for i in range(1, 11)],
-                         total=1000, epsilon=1.0)
+    m = dpopt.datasets.chen_section54(10, 1000)
     sol = m.solve(backend="algorithm1", max_candidates=600)
     assert sol.status == dpopt.Status.UNSUPPORTED and "max_candidates=600" in sol.message
     assert sol.details["candidates"] > 600 and "n_init" in sol.details
@@ -102,17 +101,11 @@ def test_constrained_is_refused():
     assert sol.status == dpopt.Status.UNSUPPORTED and "sum-and-bounds" in sol.message
 
 
-def _section54(k, eta, scale=1):
-    i = np.arange(1, k + 1)
-    return StratifiedDesign(N=(10000 + 1000 * (k + 1 - i)) * scale, sigma2=0.08 ** (1 + i / 10), total=eta,
-                            epsilon=1.0, mechanism="laplace", objective="mean")
-
-
 @pytest.mark.parametrize("eta, scale", [(10 ** 6, 10), (10 ** 7, 100)])
 def test_large_eta_radius_is_not_inflated_by_rounding(eta, scale):
     """At η = 10⁷ g ≈ 3·10⁷ while g(n_init) − g(x*) ≈ 10⁻⁷: a margin proportional to |g| (rather than to
     the rounding of the per-stratum differences and x*'s KKT slack) blew r up to ~15 and 10¹³ candidates."""
-    model = _section54(10, eta, scale)
+    model = dpopt.datasets.chen_section54(10, eta, scale_to_fit=True)
     sol = model.solve(backend="algorithm1")
     assert sol.status == dpopt.Status.OPTIMAL and sol.r < 3
     assert np.array_equal(sol.n, model.solve(backend="exact").n)
@@ -130,7 +123,7 @@ def test_large_eta_radius_is_not_inflated_by_rounding(eta, scale):
 def test_hessian_bound_uses_sum_tightened_bounds():
     """Every feasible n has n_i ≤ η − Σ_{j≠i} lo_j: λ over an unbounded radius is min_i f_i'' there, not at
     N_i (where, at η = 30 over strata of ~15 000, the Hessian is ~10⁷ times smaller)."""
-    model = _section54(10, 30)
+    model = dpopt.datasets.chen_section54(10, 30)
     xs = model.relax().x
     top = np.minimum(model.upper, 30 - (model.lower.sum() - model.lower)).astype(float)
     assert np.all(top == 21)

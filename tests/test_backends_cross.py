@@ -15,7 +15,7 @@ from dpopt.models.stratified import StratifiedDesign
 warnings.filterwarnings("ignore", message="Solution may be inaccurate")
 TL = 30.0
 HAS_IPOPT = "IPOPT" in __import__("cvxpy").installed_solvers()
-T1 = dict(N=[7000, 8000, 9000, 10000], sigma2=[0.08, 0.08 ** 2, 0.08 ** 3, 0.08 ** 4], total=200, objective="mean")
+T1 = dict(dpopt.datasets.CHEN_TABLE1, objective="mean")
 
 
 def _random(seed):
@@ -204,8 +204,7 @@ def test_dnlp_relaxation_extreme_inputs(eps, mech, sens):
 @pytest.mark.skipif(not HAS_IPOPT, reason="IPOPT (the ipopt extra) is not installed")
 def test_dnlp_constrained_and_min_cost_relaxations():
     """Laplace with a cost budget and its min-cost twin: DNLP agrees with SCIP and scipy; bounds are valid."""
-    m = StratifiedDesign(N=[1000, 2000, 3000], sigma2=[0.08, 0.08 ** 1.5, 0.08 ** 2], total=200, epsilon=1.0,
-                         mechanism="laplace").add_cost_budget([1.0, 2.0, 3.0], 400)
+    m = dpopt.datasets.chen_section52(epsilon=1.0, mechanism="laplace").add_cost_budget([1.0, 2.0, 3.0], 400)
     refs = [m.relax(backend="pyomo", time_limit=TL), m.relax(backend="scipy")]
     sol = m.relax(backend="cvxpy")
     assert sol.solver == "ipopt" and sol.status == dpopt.Status.OPTIMAL, sol.message
@@ -253,7 +252,7 @@ def test_dnlp_certified_on_section54_grid():
     """cvxpy DNLP + IPOPT on the §5.4 Laplace instances (k = 2..26, η = 10³..10⁵): every relaxation is
     certified optimal by the linearisation bound and equals exact's KKT solution (IPOPT at tol 1e-12 failed
     with 'search direction too small' at k = 12, η = 10⁴)."""
-    from dpopt.plots.stratified import section54
+    from dpopt.datasets import chen_section54 as section54
     for eta in (10 ** 3, 10 ** 4, 10 ** 5):
         for k in range(2, 27, 2):
             try:

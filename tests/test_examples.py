@@ -32,6 +32,7 @@ def test_gallery_files_exist():
 
 def test_chen_figure_data_matches_paper_claims():
     """Fig. 3: DLap ratio is exactly 1 for the mean (DLap noise is linear); TuLap reaches ~4; Laplace peaks near 2.3."""
+    from dpopt import datasets
     from dpopt.plots import stratified as figs
     d = figs.variance_ratio_data("mean", eps=[0.01, 1.0, 3.0, 100.0])
     assert np.allclose(d["dlap"], 1.0, atol=1e-3)
@@ -42,7 +43,7 @@ def test_chen_figure_data_matches_paper_claims():
     d = figs.variance_ratio_data("a-optimal", mechanisms=("laplace",), eps=eps, naive="neyman-mean")
     # oracle: the A-optimal Laplace objective written out here, minimised over all 1.3e6 designs with Σ n = 200,
     # against the Neyman design of the mean rounded by hand (N·σ ∝ 137.1, 44.3, 14.1, 4.4 → 137, 44, 14, 5)
-    N, s2 = np.array(figs.TABLE1["N"], float), np.array(figs.TABLE1["sigma2"], float)
+    N, s2 = np.array(datasets.CHEN_TABLE1["N"], float), np.array(datasets.CHEN_TABLE1["sigma2"], float)
     w = N * np.sqrt(s2)
     x = 200 * w / w.sum()
     naive = np.floor(x).astype(int)
@@ -61,7 +62,7 @@ def test_chen_figure_data_matches_paper_claims():
     # to 2n/c² + 2N/c + N²/(6n) + O(c), so the design tends to x ∝ N·sqrt(σ² + 1/6) (not plain
     # proportional, which is the σ² = 0 limit only).
     p = figs.design_path_data(eps=[1e-4, 1e3])
-    N, s2 = np.array(figs.SECTION52["N"]), np.array(figs.SECTION52["sigma2"])
+    N, s2 = np.array(datasets.CHEN_SECTION52["N"]), np.array(datasets.CHEN_SECTION52["sigma2"])
     w = N * np.sqrt(s2 + 1 / 6)
     assert np.abs(p["optimal"][0] - 200 * w / w.sum()).max() < 1
     assert np.abs(p["optimal"][-1] - p["neyman"]).max() <= 1

@@ -266,8 +266,7 @@ def test_highs_refuses_a_milp_it_cannot_load_within_the_time_limit():
     import time
 
     from dpopt.backends.pyomo_stratified import MILP_COLUMNS_PER_SECOND
-    N = 10000 + 1000 * np.arange(10, 0, -1)
-    m = dpopt.StratifiedDesign(N=N, sigma2=0.08 ** (1 + np.arange(1, 11) / 10), total=10 ** 5, epsilon=1.0)
+    m = dpopt.datasets.chen_section54(10, 10 ** 5)
     t0 = time.perf_counter()
     sol = m.solve(backend="pyomo", solver="highs", time_limit=5)
     assert time.perf_counter() - t0 < 5

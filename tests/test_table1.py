@@ -12,8 +12,7 @@ PAPER = {"laplace": [1.828, 2.095, 2.269, 2.311, 1.973], "tulap": [2.405, 3.324,
 @pytest.mark.parametrize("mechanism", sorted(PAPER))
 @pytest.mark.parametrize("j", range(5))
 def test_table1_cell(mechanism, j):
-    model = dpopt.StratifiedDesign(N=[7000, 8000, 9000, 10000], sigma2=[0.08, 0.08 ** 2, 0.08 ** 3, 0.08 ** 4],
-                                   total=200, epsilon=EPS[j], mechanism=mechanism, objective="mean")
+    model = dpopt.datasets.chen_table1(epsilon=EPS[j], mechanism=mechanism, objective="mean")
     sol = model.solve()
     assert sol.status == dpopt.Status.OPTIMAL and sol.certificate.optimal
     ratio = model.objective_value(model.baseline("neyman")) / sol.objective

@@ -10,31 +10,12 @@ from pathlib import Path
 
 import numpy as np
 
+from ..datasets import CHEN_SECTION52 as SECTION52
+from ..datasets import CHEN_TABLE1 as TABLE1
+from ..datasets import chen_section54 as section54
 from ..models.stratified import StratifiedDesign
 from . import pyplot as _pyplot
 from . import save as _save
-
-TABLE1 = dict(N=[7000, 8000, 9000, 10000], sigma2=[0.08, 0.08 ** 2, 0.08 ** 3, 0.08 ** 4], total=200)
-SECTION52 = dict(N=[1000, 2000, 3000], sigma2=[0.08, 0.08 ** 1.5, 0.08 ** 2], total=200)
-
-
-def section54(k: int, total: int, epsilon: float = 1.0, mechanism: str = "laplace",
-              scale_to_fit: bool = False) -> StratifiedDesign:
-    """Chen et al. §5.4 timing setting: N_i = 10000 + 1000(k + 1 − i), σ_i² = 0.08^(1 + i/10), mean objective.
-
-    (The formula of the authors' code; the paper's text misprints it except at k = 10.) The N_i sum to
-    155 000 at k = 10; with ``scale_to_fit`` a larger η multiplies every N_i by the smallest power of ten
-    that makes it feasible (otherwise the constructor refuses it).
-    """
-    i = np.arange(1, k + 1)
-    N = 10000 + 1000 * (k + 1 - i)
-    if scale_to_fit and total > N.sum():
-        N = N * 10 ** int(np.ceil(np.log10(total / N.sum())))
-    return StratifiedDesign(N=N, sigma2=0.08 ** (1 + i / 10), total=total,
-                            epsilon=epsilon, mechanism=mechanism, objective="mean",
-                            name=f"Chen et al. §5.4, k = {k}, eta = {total}")
-
-
 
 
 def variance_ratio_data(objective="mean", mechanisms=("laplace", "dlap", "tulap"), eps=None, setting=TABLE1,
