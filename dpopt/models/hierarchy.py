@@ -248,14 +248,6 @@ class Hierarchy:
         nm = f", name={self.name!r}" if self.name else ""
         return f"Hierarchy(levels={self.n_levels}, sizes={self.sizes}, total={self.total:g}{nm})"
 
-    def children_index(self, level: int):
-        """(order, starts) such that ``order[starts[p]:starts[p+1]]`` are the children (indices in level
-        ``level+1``, 0-based levels) of node p of ``level``."""
-        par = self.parents[level + 1]
-        order = np.argsort(par, kind="stable")
-        starts = np.concatenate([[0], np.cumsum(np.bincount(par, minlength=self.counts[level].size))])
-        return order, starts
-
 
 def _nested_roots(tree):
     if isinstance(tree, list):
@@ -475,11 +467,6 @@ class HierarchyBudget(Model):
         F1 = -d2 / e ** 3 * (4 * n - 2 * A - 2 * B - C)
         F2 = d2 / e ** 4 * (12 * n - 6 * A - 6 * B - 3 * C - D)
         return F, F1, F2
-
-    def level_mse(self, eps) -> np.ndarray:
-        """Σ_{j∈R_ℓ} MSE(ε_ℓ, N_j) per level (unweighted)."""
-        e = self._check_eps(eps)
-        return np.array([self.level_terms(e[l], l, 0)[0] for l in range(self.n_levels)])
 
     def level_breakdown(self, eps) -> dict:
         """Per level: MSE, bias² and variance sums over the level's nodes (closed forms)."""

@@ -314,11 +314,6 @@ class SampleSizeProgram(Model):
         """True when the exact backend can branch and bound (monotone noise parts known)."""
         return self.kind != "callable" or self.sensitivity_trend is not None
 
-    def noise_ratio_at(self, n) -> np.ndarray:
-        """Population-to-sample *noise* variance ratio 2(Δ_N/ε)² / (2(Δ(n)/ε_n)²) (eq. 8 for the mean)."""
-        x = self._n(n)
-        return self.noise_variance(float(self.N)) / self.noise_variance(x)
-
     def no_gain(self, n) -> np.ndarray:
         """True where the paper's §4.1 bound already rules out a gain at n (sampling var ≥ 2Δ_N²(ε⁻²−ε_n⁻²))."""
         x = self._n(n)

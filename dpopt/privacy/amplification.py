@@ -9,6 +9,8 @@ precision.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 SCHEMES = ("srswor", "poisson")
@@ -39,11 +41,16 @@ def _check_rate(q):
 
 
 def _check_scheme(scheme):
+    # deprecated: both schemes amplify alike, so the argument never changed the result
+    if scheme is None:
+        return
     if scheme not in SCHEMES:
         raise ValueError(f"unknown scheme {scheme!r}; allowed: {', '.join(SCHEMES)}")
+    warnings.warn("scheme= has no effect (SRS without replacement and Poisson sampling amplify alike) and "
+                  "will be removed; leave it out", DeprecationWarning, stacklevel=3)
 
 
-def amplified_epsilon(epsilon_nominal, q, scheme: str = "srswor"):
+def amplified_epsilon(epsilon_nominal, q, scheme: str | None = None):
     """Central budget of an ``epsilon_nominal``-DP mechanism run on a ``q``-subsample.
 
     ``log1p(q * expm1(epsilon_nominal))``; identical for SRS without replacement (substitution
@@ -56,7 +63,7 @@ def amplified_epsilon(epsilon_nominal, q, scheme: str = "srswor"):
     return out[()] if np.ndim(out) == 0 else out
 
 
-def nominal_epsilon(epsilon, q, scheme: str = "srswor"):
+def nominal_epsilon(epsilon, q, scheme: str | None = None):
     """Nominal budget that a ``q``-subsample may spend so the release is ``epsilon``-DP.
 
     Inverse of :func:`amplified_epsilon`: ``log1p(expm1(epsilon) / q)``. Vectorised.

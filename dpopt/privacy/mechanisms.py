@@ -60,7 +60,6 @@ class Mechanism:
     name = "custom"
     laplace_part = False
     has_remainder = True   # False only when the variance is exactly the Laplace part
-    integer_valued = False
 
     def check_sensitivity(self, sensitivity) -> float:
         return V.positive("sensitivity", sensitivity)
@@ -144,7 +143,6 @@ class DiscreteLaplace(Mechanism):
 
     name = "dlap"
     laplace_part = True
-    integer_valued = True
 
     def check_sensitivity(self, sensitivity) -> float:
         d = V.positive("sensitivity", sensitivity)
@@ -201,7 +199,6 @@ class TuLap(DiscreteLaplace):
     """Truncated-uniform-Laplace (Awan & Slavković): DLap + U(−½, ½); Δ = 1 only; variance DLap + 1/12."""
 
     name = "tulap"
-    integer_valued = False
 
     def check_sensitivity(self, sensitivity) -> float:
         d = V.positive("sensitivity", sensitivity)
