@@ -864,6 +864,14 @@ class StratifiedDesign(Model):
         from ..frames import stratified_design_from_frame
         return stratified_design_from_frame(frame, strata, y, total, epsilon, pilot=pilot, **options)
 
+    @classmethod
+    def from_frame(cls, frame, strata: str, y, total, epsilon, *, pilot=None, **options) -> "StratifiedDesign":
+        """A design from a sampling frame (pandas, polars, a mapping of columns or a CSV path): N_h are the
+        stratum counts, S_h² the variances of ``y`` in the frame or in ``pilot``; see
+        :func:`dpopt.frames.stratified_design_from_frame`."""
+        from ..frames import stratified_design_from_frame
+        return stratified_design_from_frame(frame, strata, y, total, epsilon, pilot=pilot, **options)
+
 
 def _psi(ly, L, s, u):
     """psi(y) = x³/(2Δ²)·v''(x) for the Laplace term; series for small y, else the closed form."""
