@@ -21,3 +21,23 @@ def classical_only(fn):
         return fn(model, *args, **options)
 
     return handler
+
+
+def secant_for_extended(fn, route):
+    """Wrap a backend handler so that models with ``extended_features()`` go to ``route`` (the shared secant
+    MILP, :mod:`._secant`) instead of being refused; a relaxation of such a model stays ``unsupported``
+    (the secant LP is not the model's continuous relaxation)."""
+
+    @functools.wraps(fn)
+    def handler(model, *args, **options):
+        features = model.extended_features() if hasattr(model, "extended_features") else []
+        constrained = not getattr(model, "is_plain", True)
+        # constrained models take the shared secant MILP unless the caller names another formulation
+        if not features and not (route is not None and constrained and options.get("formulation") is None):
+            return fn(model, *args, **options)
+        if route is None:
+            return Solution(status=Status.UNSUPPORTED,
+                            message=f"this route cannot relax a model with {', '.join(features)}; backend 'exact' does")
+        return route(model, **options)
+
+    return handler

@@ -33,7 +33,8 @@ from .. import _validate as V
 from ..registry import register
 from ..result import Certificate, Solution, Status
 from .enumerate import _term
-from ._classical import classical_only
+from ._classical import secant_for_extended
+from ._secant import solve_cvxpy
 
 _DESCRIPTION = ("cvxpy: DCP (DLap/TuLap) with Clarabel / SCIP; DNLP with IPOPT (extra) or tangent cuts with a "
                 "certified gap otherwise")
@@ -455,5 +456,5 @@ def solve(model, time_limit: float | None = None) -> Solution:
 
 
 for _cls in (StratifiedDesign, MinCostDesign):
-    register("cvxpy", _cls, "solve", _DESCRIPTION)(classical_only(solve))
-    register("cvxpy", _cls, "relax", _DESCRIPTION)(classical_only(relax))
+    register("cvxpy", _cls, "solve", _DESCRIPTION)(secant_for_extended(solve, solve_cvxpy))
+    register("cvxpy", _cls, "relax", _DESCRIPTION)(secant_for_extended(relax, None))

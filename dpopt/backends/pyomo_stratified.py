@@ -46,7 +46,8 @@ from ..models.stratified import StratifiedDesign
 from ..registry import register
 from ..result import Certificate, Solution, Status
 from ._pyomo import quiet_pyomo_log
-from ._classical import classical_only
+from ._classical import secant_for_extended
+from ._secant import solve_pyomo
 
 _DESCRIPTION = "Pyomo models: SCIP MINLP/NLP (scip_direct), HiGHS incremental MILP (appsi_highs), IPOPT if installed"
 SOLVERS = ("scip", "highs", "ipopt")
@@ -575,5 +576,5 @@ def relax(model, solver: str = "scip", time_limit: float | None = None, mip_gap:
 
 
 for _cls in (StratifiedDesign, MinCostDesign):
-    register("pyomo", _cls, "solve", _DESCRIPTION)(classical_only(solve))
-    register("pyomo", _cls, "relax", _DESCRIPTION)(classical_only(relax))
+    register("pyomo", _cls, "solve", _DESCRIPTION)(secant_for_extended(solve, solve_pyomo))
+    register("pyomo", _cls, "relax", _DESCRIPTION)(secant_for_extended(relax, None))
