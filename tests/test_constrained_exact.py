@@ -313,3 +313,40 @@ def test_ca_schools_model_files_solve_and_other_routes_are_honest(name):
             assert other.status in (dpopt.Status.UNSUPPORTED, dpopt.Status.TIME_LIMIT, dpopt.Status.FEASIBLE)
             if other.n is not None:
                 assert model.is_feasible(other.n) and other.objective >= sol.objective * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("eps", [1e-8, 1e-10, 1e-155, 9e-7, 700.5, 1e4])
+def test_epsilon_outside_the_supported_range_is_refused(eps):
+    """Issue 14 item 5: ε = 1e-8 and 1e-10 gave 'optimal' designs that one exchange improves, ε ≤ 1e-155 an
+    infinite objective labelled optimal. The stratified family now refuses ε outside [1e-6, 700]."""
+    with pytest.raises(ValueError, match=r"epsilon must be in \[1e-06, 700\]"):
+        StratifiedDesign([7000, 8000, 9000, 10000], [0.08, 0.08 ** 2, 0.08 ** 3, 0.08 ** 4], 200, eps)
+
+
+@pytest.mark.parametrize("eps", [1e-6, 700.0])
+def test_epsilon_at_the_edges_is_exact(eps):
+    """At both edges of the range the exact answer passes a brute-force exchange check (every one-unit
+    exchange, evaluated from the plain formula)."""
+    N = np.array([7000, 8000, 9000, 10000])
+    s2 = np.array([0.08, 0.08 ** 2, 0.08 ** 3, 0.08 ** 4])
+    d = StratifiedDesign(N, s2, 200, eps)
+    sol = d.solve()
+    assert sol.status == dpopt.Status.OPTIMAL and np.isfinite(sol.objective)
+
+    def g(n):       # the population-mean objective Σ N_i² t_i(n_i), from the plain formula
+        return float(np.sum(N ** 2 * _unit(N, s2[:, None], np.ones(1), eps, "laplace", n[None, :])[0, :, 0]))
+
+    base = g(sol.n)
+    for i in range(4):
+        for j in range(4):
+            if i != j:
+                m = sol.n.copy()
+                m[i] -= 1
+                m[j] += 1
+                assert g(m) >= base * (1 - 1e-13)
+
+
+def test_overflowing_objective_is_refused():
+    """Issue 14 item 5: sigma2 = [1e306, 1, 1, 1] gave an infinite objective labelled optimal."""
+    with pytest.raises(ValueError, match="overflows double precision in stratum"):
+        StratifiedDesign([7000, 8000, 9000, 10000], [1e306, 1, 1, 1], 200, 1.0)

@@ -70,6 +70,7 @@ class LinearConstraint:
 
 
 TARGET_KINDS = ("variance", "se", "cv")
+EPSILON_RANGE = (1e-6, 700.0)   # supported central budgets of the stratified family
 
 
 @dataclass(frozen=True)
@@ -180,6 +181,11 @@ class StratifiedDesign(Model):
         self.sigma2_matrix = S
         self.sigma2 = S[:, 0] if self.J == 1 else S
         self.epsilon = V.positive("epsilon", epsilon)
+        if not EPSILON_RANGE[0] <= self.epsilon <= EPSILON_RANGE[1]:
+            # below 1e-6 the noise term's part linear in n (2Δ²α²n/(cN)², c = expm1(ε)) exceeds the sampling
+            # variance by more than double precision resolves, so designs could no longer be told apart
+            raise ValueError(f"epsilon must be in [{EPSILON_RANGE[0]:g}, {EPSILON_RANGE[1]:g}] for a stratified "
+                             f"design, got {self.epsilon:g} (docs/stratified.md, supported ranges)")
         self.mechanism: Mechanism = get_mechanism(mechanism)
         self.value_range = None
         if value_range is not None:
@@ -221,6 +227,20 @@ class StratifiedDesign(Model):
         self.log_N = np.log(self.N.astype(float))
         self._fpc_const = (float(np.sum(self.alpha2 * ((S / self.N[:, None]) @ self.variable_weights)))
                            if self.fpc else 0.0)
+        self._check_finite()
+
+    def _check_finite(self) -> None:
+        """Every term must be finite over the bounds (each is convex, so at both ends): an objective that
+        overflows double precision cannot be optimised, so refuse it and say which input is too large."""
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            ends = [self.terms(self.lower.astype(float)), self.terms(self.upper.astype(float))]
+        for t in ends:
+            bad = np.flatnonzero(~np.isfinite(t))
+            if bad.size:
+                i = int(bad[0])
+                raise ValueError(f"the objective overflows double precision in stratum {self.labels[i]!r} "
+                                 f"(sigma2 {np.max(self.sigma2_matrix[i]):g}, weight {self.alpha[i]:g}, "
+                                 f"N {self.N[i]}): rescale sigma2 or the weights")
 
     def _check_total(self) -> None:
         lo_sum, hi_sum = int(self.lower.sum()), int(self.upper.sum())
@@ -855,14 +875,6 @@ class StratifiedDesign(Model):
     def report(self, solution: Solution) -> str:
         from ..report import stratified_report
         return stratified_report(self, solution)
-
-    @classmethod
-    def from_frame(cls, frame, strata: str, y, total, epsilon, *, pilot=None, **options) -> "StratifiedDesign":
-        """A design from a sampling frame (pandas, polars, a mapping of columns or a CSV path): N_h are the
-        stratum counts, S_h² the variances of ``y`` in the frame or in ``pilot``; see
-        :func:`dpopt.frames.stratified_design_from_frame`."""
-        from ..frames import stratified_design_from_frame
-        return stratified_design_from_frame(frame, strata, y, total, epsilon, pilot=pilot, **options)
 
     @classmethod
     def from_frame(cls, frame, strata: str, y, total, epsilon, *, pilot=None, **options) -> "StratifiedDesign":
