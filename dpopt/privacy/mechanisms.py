@@ -1,5 +1,8 @@
 """Additive noise mechanisms (SPEC §1): variance at a nominal budget, and seeded samplers.
 
+The samplers (``Mechanism.sample``) are numpy floating-point draws for Monte Carlo only; a real release
+must use :mod:`dpopt.release`, whose noise comes from OpenDP (docs/release.md).
+
 Every mechanism's variance is written as ``laplace_part * 2Δ²/ε² + remainder(ε)``. The design models
 use the split: the Laplace part has a hand-derived, cancellation-free treatment (series near the
 singular regime), and the remainder is smooth and bounded so plain calculus on it is well
@@ -106,6 +109,8 @@ class Mechanism:
         return np.asarray(self.variance(eps1, sensitivity)) - np.asarray(self.variance(eps0, sensitivity))
 
     def sample(self, epsilon, sensitivity=1.0, size=None, rng=None):  # pragma: no cover - abstract
+        """Seeded numpy draws of the noise, for Monte Carlo only (floating-point noise is open to Mironov's
+        attack): releases use :mod:`dpopt.release`."""
         raise NotImplementedError(f"mechanism {self.name!r} has no sampler")
 
     def __repr__(self) -> str:

@@ -1,7 +1,8 @@
 """Release simulation for hierarchies (SPEC §3): Laplace noise, truncation at 0, top-down consistency.
 
-``release`` draws one release. ``monte_carlo`` repeats it (seeded, in batches, optional progress bar
-on stderr) and estimates per level the sums over nodes of bias² and variance, with standard errors,
+``release`` draws one release with numpy's floating-point Laplace sampler, for Monte Carlo only: a real
+release goes through OpenDP (:func:`dpopt.release.release_hierarchy`). ``monte_carlo`` repeats it (seeded,
+in batches, optional progress bar on stderr) and estimates per level the sums over nodes of bias² and variance, with standard errors,
 so they can be compared with the closed forms (no closed form exists after the consistency step).
 """
 
@@ -45,7 +46,8 @@ def _project_groups(vals: np.ndarray, group: np.ndarray, target: np.ndarray) -> 
 
 def release(hierarchy: Hierarchy, epsilon_per_level, rng=None, consistency: bool = True,
             sensitivity: float = 1.0, trials: int | None = None):
-    """One (or ``trials``) DP release(s): ``max(0, N + Lap(Δ/ε_ℓ))`` per node, then optionally the
+    """One (or ``trials``) simulated release(s) for Monte Carlo (numpy noise; a real release uses
+    :func:`dpopt.release.release_hierarchy`): ``max(0, N + Lap(Δ/ε_ℓ))`` per node, then optionally the
     top-down projection of every parent's children onto {v ≥ 0, Σ v = parent's released value}.
 
     Returns a list of arrays per level (shape ``(n_ℓ,)``, or ``(trials, n_ℓ)`` when ``trials`` is given).

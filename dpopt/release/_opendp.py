@@ -1,0 +1,136 @@
+"""OpenDP access for releases (the optional extra ``dpopt[release]``): import, measurements, scale search.
+
+Everything that touches data with noise goes through OpenDP's measurements, whose samplers are exact
+(no floating-point Laplace, Mironov 2012) and whose privacy maps round conservatively:
+
+* Laplace: ``make_laplace`` on a float vector under the L1 distance (OpenDP samples on a fine grid with
+  discrete Laplace noise and accounts for it);
+* DLap: ``make_geometric`` on an integer vector under the L1 distance;
+* TuLap: the same geometric measurement, then a uniform on (−½, ½) drawn by OpenDP
+  (``make_impute_uniform_float``) and added: post-processing of the DLap release (docs/release.md).
+
+The noise scale is searched with ``opendp.prelude.binary_search_param``, so the measurement's own map
+certifies ``map(Δ) ≤ target``: float rounding can never push the spent budget above the target.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+
+INSTALL_HINT = 'the release path needs OpenDP: pip install "dpopt[release]" (or pip install opendp)'
+
+
+def require_opendp():
+    """``opendp.prelude`` with the ``contrib`` feature on, or ImportError with the install hint."""
+    try:
+        import opendp.prelude as dp
+    except ImportError as exc:
+        raise ImportError(INSTALL_HINT) from exc
+    dp.enable_features("contrib")
+    return dp
+
+
+@contextlib.contextmanager
+def honest_but_curious(dp):
+    """Turn OpenDP's ``honest-but-curious`` feature on for a block, then restore the caller's setting.
+
+    OpenDP gates population amplification behind it because it cannot see that its input really is a
+    simple random sample of the population; dpopt draws that sample itself (dpopt.sampling).
+    """
+    from opendp.mod import GLOBAL_FEATURES
+
+    was_on = "honest-but-curious" in GLOBAL_FEATURES
+    dp.enable_features("honest-but-curious")
+    try:
+        yield
+    finally:
+        if not was_on:
+            dp.disable_features("honest-but-curious")
+
+
+# ---------------------------------------------------------------------------------- measurements
+def noise_measurement(dp, mechanism: str, scale: float):
+    """The vector noise measurement (L1 distance) of a mechanism at ``scale`` (TuLap: its DLap part)."""
+    if mechanism == "laplace":
+        space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l1_distance(T=float)
+        return dp.m.make_laplace(*space, scale=scale)
+    if mechanism in ("dlap", "tulap"):
+        space = dp.vector_domain(dp.atom_domain(T=int)), dp.l1_distance(T=int)
+        return dp.m.make_geometric(*space, scale=scale)
+    raise ValueError(f"mechanism {mechanism!r} has no OpenDP release route (laplace, dlap, tulap)")
+
+
+def sensitivity_argument(mechanism: str, sensitivity: float):
+    """Δ in the type the measurement's map takes (int for the integer mechanisms)."""
+    if mechanism in ("dlap", "tulap"):
+        if sensitivity != round(sensitivity):
+            raise ValueError(f"mechanism {mechanism!r} needs an integer sensitivity, got {sensitivity:g}")
+        return int(round(sensitivity))
+    return float(sensitivity)
+
+
+def search_scale(dp, mechanism: str, sensitivity: float, epsilon: float) -> tuple[float, float]:
+    """(scale, spent ε): the smallest scale OpenDP certifies ``map(Δ) ≤ epsilon`` for, and that map."""
+    d_in = sensitivity_argument(mechanism, sensitivity)
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"nominal epsilon must be finite and > 0, got {epsilon!r}")
+    guess = float(sensitivity) / epsilon
+    scale = dp.binary_search_param(lambda s: noise_measurement(dp, mechanism, s), d_in=d_in, d_out=float(epsilon),
+                                   bounds=(guess * 0.5, guess * 2.0), T=float)
+    spent = float(noise_measurement(dp, mechanism, scale).map(d_in))
+    if spent > epsilon:   # binary_search_param promises a passing value; keep the promise checked
+        raise RuntimeError(f"OpenDP scale search returned scale {scale!r} spending {spent!r} > {epsilon!r}")
+    return float(scale), spent
+
+
+def noise_variance(mechanism: str, scale: float) -> float:
+    """Variance of the noise OpenDP adds at ``scale``: 2s² (Laplace), 2p/(1−p)² with p = e^{−1/s}
+    (DLap), that plus 1/12 (TuLap)."""
+    if mechanism == "laplace":
+        return 2.0 * scale * scale
+    t = 1.0 / scale
+    var = 2.0 * math.exp(-t) / math.expm1(-t) ** 2
+    return var + (1.0 / 12.0 if mechanism == "tulap" else 0.0)
+
+
+def privatise(dp, mechanism: str, scale: float, values):
+    """Noisy copies of ``values`` (list of float, or of int for DLap/TuLap), all noise from OpenDP."""
+    meas = noise_measurement(dp, mechanism, scale)
+    if mechanism == "laplace":
+        return [float(v) for v in meas([float(v) for v in values])]
+    noisy = meas([int(v) for v in values])
+    if mechanism == "dlap":
+        return [float(v) for v in noisy]
+    uniform = dp.t.make_impute_uniform_float(dp.vector_domain(dp.atom_domain(T=float, nan=True)),
+                                             dp.symmetric_distance(), bounds=(-0.5, 0.5))
+    u = uniform([math.nan] * len(noisy))
+    return [float(k) + float(x) for k, x in zip(noisy, u)]
+
+
+def amplified_by_opendp(dp, epsilon_nominal: float, n: int, N: int) -> float:
+    """OpenDP's population amplification of an ``epsilon_nominal`` mechanism on an SRS of n out of N.
+
+    The inner measurement is a stand-in with that privacy map under the symmetric distance of a sized
+    sample (two records differ after one substitution); only its map is used, to cross-check dpopt's
+    accountant with OpenDP's (conservatively rounded) arithmetic."""
+    if n == N:
+        return float(epsilon_nominal)
+    with honest_but_curious(dp):
+        inner = dp.m.make_user_measurement(
+            dp.vector_domain(dp.atom_domain(T=float), size=int(n)), dp.symmetric_distance(), dp.max_divergence(),
+            function=lambda _x: 0.0, privacy_map=lambda d_in: float(epsilon_nominal) * ((int(d_in) + 1) // 2))
+        amp = dp.c.make_population_amplification(inner, population_size=int(N))
+        return float(amp.map(2))
+
+
+def composed_by_opendp(dp, epsilons) -> float:
+    """OpenDP's basic composition of pure-DP budgets (stand-in measurements with those maps)."""
+    eps = [float(e) for e in epsilons]
+    if len(eps) == 1:
+        return eps[0]
+    space = dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float)
+    with honest_but_curious(dp):
+        parts = [dp.m.make_user_measurement(*space, dp.max_divergence(), function=lambda _x: 0.0,
+                                            privacy_map=(lambda e: (lambda d_in: e))(e)) for e in eps]
+        return float(dp.c.make_composition(parts).map(1.0))
