@@ -1,10 +1,10 @@
 """Exact backend for StratifiedDesign: KKT bisection (continuous) and certified marginal allocation.
 
-Continuous relaxation (SPEC §2 fact 4): f_i' is increasing, so ``x_i(μ)`` solving ``f_i'(x) = μ``
+Continuous relaxation (docs/stratified.md, "The continuous relaxation (KKT)"): f_i' is increasing, so ``x_i(μ)`` solving ``f_i'(x) = μ``
 (clipped to the box) is increasing in μ, and Σ x_i(μ) = η is solved by a safeguarded Newton
 iteration on μ (bisection fallback) around vectorised, bracketed Newton solves per stratum.
 
-Integer problem (facts 1–3): increments are non-decreasing, so marginal allocation is exact. Rather
+Integer problem (docs/stratified.md, "Discrete convexity" and "Marginal allocation"): increments are non-decreasing, so marginal allocation is exact. Rather
 than adding η units one at a time we use the Lagrangian start: ``d_i(m) ≤ f_i'(m+1)`` and
 ``d_i(m) ≥ f_i'(m)``, so the continuous multiplier decides every increment except at most one per
 stratum. From ``floor(x*)`` the remaining (< k) units are added in vectorised rounds, then improving

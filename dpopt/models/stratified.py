@@ -1,4 +1,4 @@
-"""Stratified sampling design under differential privacy (SPEC §2; Chen, Pasupathy & Awan).
+"""Stratified sampling design under differential privacy (docs/stratified.md; Chen, Pasupathy & Awan).
 
 Choose integer sample sizes ``n_i`` per stratum, ``Σ n_i = total``, ``lower ≤ n ≤ upper``, to minimise
 
@@ -711,7 +711,7 @@ class StratifiedDesign(Model):
 
     # ------------------------------------------------------------------ certificate
     def certificate(self, n, rtol: float = 1e-10) -> Certificate:
-        """Integer-optimality test of SPEC §2 fact 3 for the sum-and-bounds problem.
+        """Integer-optimality test for the sum-and-bounds problem (docs/stratified.md, "The exchange certificate").
 
         n is optimal iff ``max_{n_i>lo_i} d_i(n_i−1) ≤ min_{n_j<hi_j} d_j(n_j)``; compared with a
         relative tolerance ``rtol`` on the increment scale. ``slack = min − max``.
