@@ -1,4 +1,5 @@
-"""Command line: ``dpopt solve FILE.toml [--backend NAME] [--relax] [--json]``."""
+"""Command line: ``dpopt solve FILE.toml [--backend NAME] [--relax] [--json]``; ``dpopt design`` and
+``dpopt release`` (frame to released estimate, :mod:`dpopt.cli_frames`); ``dpopt plot``."""
 
 from __future__ import annotations
 
@@ -27,10 +28,13 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--relax", action="store_true", help="compare continuous relaxations instead")
     c.add_argument("--time-limit", type=float, default=None, help="seconds per backend (those that support it)")
     c.add_argument("--json", action="store_true", help="print the comparison as JSON")
-    pl = sub.add_parser("plot", help="draw a figure (needs the plot extra); 'dpopt plot list' lists them")
-    pl.add_argument("figure", help="figure name, 'all' or 'list'")
+    pl = sub.add_parser("plot", help="draw a figure (needs the plot extra); 'dpopt plot list' lists them, "
+                                     "'dpopt plot MODEL.toml' draws your own model")
+    pl.add_argument("figure", help="figure name, 'all', 'list', or a model file (.toml)")
     pl.add_argument("--out", default="figures", help="output directory")
     pl.add_argument("--quick", action="store_true", help="coarse grids")
+    from .cli_frames import add_commands
+    add_commands(sub)   # design, release
     return p
 
 
@@ -52,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0 if res.best is not None else 1
         if args.command == "plot":
             return _plot(args)
+        if args.command in ("design", "release"):
+            from . import cli_frames
+            return cli_frames.run_design(args) if args.command == "design" else cli_frames.run_release(args)
     except (modelfile.ModelFileError, ValueError, TypeError, ImportError) as exc:
         print(f"dpopt: error: {exc}", file=sys.stderr)
         return 2
@@ -82,6 +89,11 @@ def _plot(args) -> int:
 
     from .plots import figures
 
+    if args.figure.lower().endswith(".toml"):
+        from .plots.model import plot_model_file
+        for path in plot_model_file(args.figure, Path(args.out), quick=args.quick):
+            print(f"wrote {path}")
+        return 0
     table = figures()
     if args.figure == "list":
         print("\n".join(sorted(table)))

@@ -137,7 +137,8 @@ class Frame:
                 try:
                     out[i] = float(v)
                 except (TypeError, ValueError):
-                    raise ValueError(f"{self.name} {role} column {column!r} must be numeric; row {i} has {v!r}") from None
+                    raise ValueError(f"{self.name} {role} column {column!r} must be numeric; "
+                                     f"row {i} has {v!r}") from None
         bad = ~np.isfinite(out)
         if np.any(bad):
             i = int(np.argmax(bad))

@@ -64,6 +64,9 @@ def from_dict(data: dict[str, Any], base: Path | str = ".", source: str = "<dict
     solve = data.pop("solve", {})
     if not isinstance(solve, dict):
         raise ModelFileError(f"{source}: [solve] must be a table")
+    # [release] names the frame's columns for `dpopt release` (release_table); models do not read it
+    if not isinstance(data.pop("release", {}), dict):
+        raise ModelFileError(f"{source}: [release] must be a table")
     try:
         model = _FAMILIES[family](data, Path(base))
     except ModelFileError:
@@ -71,6 +74,22 @@ def from_dict(data: dict[str, Any], base: Path | str = ".", source: str = "<dict
     except (ValueError, TypeError, KeyError) as exc:
         raise ModelFileError(f"{source}: {exc}") from None
     return model, solve
+
+
+def release_table(data: dict[str, Any], source: str = "<dict>") -> dict[str, Any]:
+    """The ``[release]`` table of a parsed model file: the frame's ``strata`` and ``y`` columns (and an
+    optional unit ``id`` column) that ``dpopt release`` reads; {} when absent."""
+    rel = data.get("release", {})
+    if not isinstance(rel, dict):
+        raise ModelFileError(f"{source}: [release] must be a table")
+    take(rel, {"strata", "y", "id"}, set(), f"{source}: [release]")
+    for key, val in rel.items():
+        ok = isinstance(val, str) or (key == "y" and isinstance(val, list) and bool(val)
+                                      and all(isinstance(v, str) for v in val))
+        if not ok:
+            raise ModelFileError(f"{source}: [release] {key} must be a column name"
+                                 + (" or a list of them" if key == "y" else ""))
+    return rel
 
 
 def take(data: dict[str, Any], allowed: set[str], required: set[str], where: str = "model") -> dict[str, Any]:

@@ -246,4 +246,5 @@ def draw_srs(frame, n, *, id: str | None = None, seed=None) -> Sample:
     rows = np.sort(all_rows[np.lexsort((all_rows, u))[:n]])
     N = np.array([fr.nrows], dtype=np.int64)
     return Sample("srswor", rows, ids[rows], id_name, np.zeros(n, dtype=np.int64), ["all"], N,
-                  np.array([n], dtype=np.int64), np.full(n, n / fr.nrows), fingerprint=_fingerprint(key, "srswor", rows))
+                  np.array([n], dtype=np.int64), np.full(n, n / fr.nrows),
+                  fingerprint=_fingerprint(key, "srswor", rows))

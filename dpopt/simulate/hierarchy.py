@@ -2,8 +2,9 @@
 
 ``release`` draws one release with numpy's floating-point Laplace sampler, for Monte Carlo only: a real
 release goes through OpenDP (:func:`dpopt.release.release_hierarchy`). ``monte_carlo`` repeats it (seeded,
-in batches, optional progress bar on stderr) and estimates per level the sums over nodes of bias² and variance, with standard errors,
-so they can be compared with the closed forms (no closed form exists after the consistency step).
+in batches, optional progress bar on stderr) and estimates per level the sums over nodes of bias² and
+variance, with standard errors, so they can be compared with the closed forms (no closed form exists after
+the consistency step).
 """
 
 from __future__ import annotations

@@ -1,0 +1,178 @@
+"""The frame-to-release commands of the CLI: ``dpopt design`` and ``dpopt release``.
+
+``dpopt design FRAME.csv --strata COL --y COL --total N --epsilon E [--mechanism M] [--value-range LO HI]
+[--pilot PILOT.csv] [--id COL] --out MODEL.toml`` writes a stratified model file with labelled strata and a
+``[release]`` table naming the frame's columns; ``dpopt release MODEL.toml --frame FRAME.csv --seed S
+--out DIR`` solves the design, draws the sample, privatises it through OpenDP and writes
+``estimate.json``, ``sample.csv`` and ``audit.json`` to DIR (docs/release.md).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+
+def add_commands(sub) -> None:
+    d = sub.add_parser("design", help="a stratified design from a sampling frame (CSV): writes a model file")
+    d.add_argument("frame", help="sampling frame (CSV with a header row)")
+    d.add_argument("--strata", required=True, help="stratum column")
+    d.add_argument("--y", required=True, nargs="+", help="study variable column(s)")
+    d.add_argument("--total", required=True, type=int, help="total sample size")
+    d.add_argument("--epsilon", required=True, type=float, help="central privacy budget every person receives")
+    d.add_argument("--mechanism", default="laplace", help="laplace (default), dlap or tulap")
+    d.add_argument("--value-range", nargs=2, type=float, metavar=("LO", "HI"), default=None,
+                   help="bounds of the responses: sensitivity HI - LO, responses clamped at release")
+    d.add_argument("--pilot", default=None, help="pilot sample (CSV) for S_h^2 instead of the frame's own y")
+    d.add_argument("--id", default=None, help="unique unit id column (default: the row number)")
+    d.add_argument("--out", required=True, help="model file to write (TOML)")
+    r = sub.add_parser("release", help="draw the sample, privatise it through OpenDP, estimate, audit")
+    r.add_argument("model", help="stratified model file (from dpopt design)")
+    r.add_argument("--frame", required=True, help="sampling frame (CSV) the design was made from")
+    r.add_argument("--seed", default=None,
+                   help="secret seed of the sample draw (keep it confidential; default: a fresh random key)")
+    r.add_argument("--out", required=True, help="output directory (estimate.json, sample.csv, audit.json)")
+    r.add_argument("--ledger", default=None,
+                   help="audit.json of earlier releases on this population: the new release is charged to it")
+    r.add_argument("--confidence", type=float, default=0.95, help="confidence level of the interval (0.95)")
+
+
+# ---------------------------------------------------------------------------------- design
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            raise ValueError(f"cannot write a non-finite number ({v}) to a model file")
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)     # a JSON string is a TOML basic string
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(f"cannot write {type(v).__name__} to a model file")
+
+
+def design_toml(model, *, source: str, columns: dict, sigma2_from: str) -> str:
+    """The model file text of a stratified design made from a frame."""
+    lines = [f"# written by dpopt design from {source}",
+             f"# sigma2: variances of {columns['y']} from the {sigma2_from}"
+             + (" (the design then reads the confidential values; a public pilot avoids that, docs/release.md)"
+                if sigma2_from == "frame" else ""),
+             'family = "stratified"']
+    if model.name:
+        lines.append(f"name = {_toml_value(model.name)}")
+    lines += [f"total = {model.total}", f"epsilon = {_toml_value(model.epsilon)}",
+              f"mechanism = {_toml_value(model.mechanism.name)}"]
+    if model.value_range is not None:
+        lines.append(f"value_range = {_toml_value([float(x) for x in model.value_range])}")
+    if model.variables != ["y"]:
+        lines.append(f"variables = {_toml_value(model.variables)}")
+    lines += ["", "[strata]", f"label = {_toml_value(model.labels)}", f"N = {_toml_value(model.N.tolist())}"]
+    if model.J == 1:
+        lines.append(f"sigma2 = {_toml_value([float(x) for x in model.sigma2])}")
+    else:
+        lines.append(f"sigma2 = {_toml_value([[float(x) for x in row] for row in model.sigma2_matrix])}")
+    lines += ["", "[release]"] + [f"{k} = {_toml_value(v)}" for k, v in columns.items()]
+    return "\n".join(lines) + "\n"
+
+
+def run_design(args) -> int:
+    from .frames import read_csv, stratified_design_from_frame
+
+    frame = read_csv(args.frame, name="frame")
+    pilot = read_csv(args.pilot, name="pilot") if args.pilot else None
+    y = args.y[0] if len(args.y) == 1 else list(args.y)
+    if args.id is not None and args.id not in frame:
+        raise ValueError(f"frame has no id column {args.id!r}")
+    options = {"mechanism": args.mechanism}
+    if args.value_range is not None:
+        options["value_range"] = tuple(args.value_range)
+    model = stratified_design_from_frame(frame, args.strata, y, args.total, args.epsilon, pilot=pilot, **options)
+    columns = {"strata": args.strata, "y": y}
+    if args.id is not None:
+        columns["id"] = args.id
+    out = Path(args.out)
+    text = design_toml(model, source=Path(args.frame).name, columns=columns,
+                       sigma2_from="pilot" if pilot is not None else "frame")
+    out.write_text(text, encoding="utf-8")
+    sol = model.solve()
+    print(f"wrote {out} ({model.k} strata, N = {int(model.N.sum())}, total = {model.total})")
+    print(model.report(sol))
+    return 0 if sol.ok else 1
+
+
+# ---------------------------------------------------------------------------------- release
+def run_release(args) -> int:
+    import tomllib
+
+    from . import modelfile
+    from .frames import Frame, read_csv
+    from .models.stratified import StratifiedDesign
+    from .release import PrivacyLedger, release_stratified
+    from .release._opendp import require_opendp
+    from .sampling import draw_stratified
+
+    require_opendp()                     # fail first, with the install hint, when the extra is missing
+    path = Path(args.model)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise modelfile.ModelFileError(f"{path}: no such file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise modelfile.ModelFileError(f"{path}: not valid TOML: {exc}") from None
+    columns = modelfile.release_table(data, str(path))
+    model, _ = modelfile.from_dict(data, base=path.parent, source=str(path))
+    if not isinstance(model, StratifiedDesign) or type(model) is not StratifiedDesign:
+        raise ValueError(f"{path}: dpopt release needs a stratified model file (family = 'stratified')")
+    for key in ("strata", "y"):
+        if key not in columns:
+            raise ValueError(f"{path}: [release] must name the frame's {key!r} column (dpopt design writes it)")
+    confidence = args.confidence
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"--confidence must be in (0, 1), got {confidence!r}")
+    frame = Frame(read_csv(args.frame, name="frame"), "frame")
+    ys = columns["y"] if isinstance(columns["y"], list) else [columns["y"]]
+    if len(ys) != model.J:
+        raise ValueError(f"{path}: [release] y names {len(ys)} column(s) but the model has {model.J} variable(s)")
+    ledger = None
+    if args.ledger:
+        ledger = PrivacyLedger.from_audit(Path(args.ledger))
+    sol = model.solve()
+    if sol.n is None:
+        raise ValueError(f"{path}: the design has no integer solution ({sol.status}: {sol.message})")
+    seed = args.seed
+    if seed is not None and seed.strip().lstrip("-").isdigit():
+        seed = int(seed)
+    sample = draw_stratified(frame, model, sol.n, strata=columns["strata"], id=columns.get("id"), seed=seed)
+    import numpy as np
+    values = np.column_stack([sample.values(frame, c) for c in ys])
+    progress = sys.stderr.isatty()
+    rel = release_stratified(model, sample, values, ledger=ledger, confidence=confidence, progress=progress,
+                             name=f"stratified mean of {', '.join(ys)} ({path.name})")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    est = rel.to_dict()
+    (out / "estimate.json").write_text(json.dumps(est, indent=2) + "\n", encoding="utf-8")
+    sample.to_csv(out / "sample.csv")
+    rel.ledger.write_audit(out / "audit.json", extra={
+        "model_file": str(path), "frame": Path(args.frame).name, "design_status": str(sol.status),
+        "design_backend": sol.backend, "seeded": args.seed is not None,
+        "sample_is_confidential": "sample.csv and the seed must stay confidential: amplification by "
+                                  "subsampling assumes nobody outside knows who was sampled"})
+    if len(ys) == 1:
+        print(f"estimate {est['estimate']:.6g}  se {est['se'] if est['se'] is None else format(est['se'], '.4g')}  "
+              f"{int(round(100 * confidence))}% ci {est['ci']}  epsilon spent {rel.epsilon_spent:.6g} "
+              f"(ledger {rel.ledger.epsilon_spent:.6g} of {rel.ledger.epsilon_total:g})  n {est['n']}")
+    else:
+        for v in ys:
+            print(f"{v}: estimate {est['estimate'][v]:.6g}  se {est['se'][v]}  ci {est['ci'][v]}")
+        print(f"epsilon spent {rel.epsilon_spent:.6g} (ledger {rel.ledger.epsilon_spent:.6g} of "
+              f"{rel.ledger.epsilon_total:g})  n {est['n']}")
+    if rel.message:
+        print(f"note: {rel.message}")
+    print(f"wrote {out / 'estimate.json'}, {out / 'sample.csv'} (confidential), {out / 'audit.json'}")
+    return 0

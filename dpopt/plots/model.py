@@ -1,0 +1,223 @@
+"""Figures of the user's own model file (``dpopt plot MODEL.toml``).
+
+For a stratified (or min-cost) design, a hierarchy budget or a sample-size program, three PNGs:
+``<stem>_design.png`` (the design or budget per stratum/level), ``<stem>_breakdown.png`` (sampling versus
+noise, or bias² versus variance, per stratum/level) and ``<stem>_path.png`` (the objective and the design
+as the privacy budget varies, each point solved by the model's default backend).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import numpy as np
+
+from . import pyplot as _pyplot
+from . import save as _save
+
+
+def _load(path):
+    from .. import modelfile
+
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise modelfile.ModelFileError(f"{path}: no such file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise modelfile.ModelFileError(f"{path}: not valid TOML: {exc}") from None
+    model, options = modelfile.from_dict(dict(data), base=path.parent, source=str(path))
+    return data, model, options
+
+
+def _variant(data, path, **changes):
+    from .. import modelfile
+    d = dict(data)
+    d.update(changes)
+    return modelfile.from_dict(d, base=Path(path).parent, source=str(path))[0]
+
+
+def _grid(center: float, quick: bool) -> np.ndarray:
+    return center * np.geomspace(0.1, 10.0, 5 if quick else 13)
+
+
+def plot_model_file(path, out_dir, quick: bool = False) -> list[Path]:
+    """Draw the three figures of a model file into ``out_dir``; returns the paths written."""
+    from ..models.hierarchy import HierarchyBudget
+    from ..models.min_cost import MinCostDesign
+    from ..models.sample_size import SampleSizeProgram
+    from ..models.stratified import StratifiedDesign
+
+    data, model, options = _load(path)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = Path(path).stem
+    backend = options.get("backend")
+    if isinstance(model, MinCostDesign):
+        return _stratified(model.design, data, path, out, stem, quick, backend, solve_model=model)
+    if isinstance(model, StratifiedDesign):
+        return _stratified(model, data, path, out, stem, quick, backend)
+    if isinstance(model, HierarchyBudget):
+        return _hierarchy(model, data, path, out, stem, quick, backend)
+    if isinstance(model, SampleSizeProgram):
+        return _sample_size(model, data, path, out, stem, quick, backend)
+    raise ValueError(f"{path}: dpopt plot MODEL.toml draws stratified, stratified_min_cost, hierarchy and "
+                     f"sample_size models, not {type(model).__name__}")
+
+
+def _solved(model, backend):
+    sol = model.solve(backend=backend) if backend else model.solve()
+    if not sol.ok:
+        raise ValueError(f"the model has no solution to plot ({sol.status}: {sol.message})")
+    return sol
+
+
+def _stratified(design, data, path, out, stem, quick, backend, solve_model=None):
+    plt = _pyplot()
+    sol = _solved(solve_model or design, backend)
+    n = np.asarray(sol.n if sol.n is not None else sol.x, dtype=float)
+    labels = list(design.labels)
+    x = np.arange(design.k)
+    nb = design.nominal_budgets(n)
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(max(8.0, 0.5 * design.k + 6), 4))
+    a1.bar(x, n, color="tab:blue")
+    a1.set_xticks(x, labels, rotation=45 if design.k > 6 else 0, ha="right" if design.k > 6 else "center")
+    a1.set_ylabel("sample size n_h")
+    a1.set_title(f"design ({sol.status}, total {int(round(n.sum()))})")
+    a2.bar(x, nb["epsilon"], color="tab:orange")
+    a2.axhline(design.epsilon, color="k", lw=1, ls="--", label=f"central epsilon {design.epsilon:g}")
+    a2.set_xticks(x, labels, rotation=45 if design.k > 6 else 0, ha="right" if design.k > 6 else "center")
+    a2.set_ylabel("nominal epsilon per response")
+    a2.set_title("budget each sampled response gets")
+    a2.legend(loc="lower right")
+    paths = [_save(fig, out, f"{stem}_design.png")]
+    b = design.variance_breakdown(n)
+    fig, ax = plt.subplots(figsize=(max(7.0, 0.5 * design.k + 5), 4))
+    ax.bar(x, b["sampling"], label="sampling", color="tab:blue")
+    ax.bar(x, b["noise"], bottom=b["sampling"], label="DP noise", color="tab:red")
+    ax.set_xticks(x, labels, rotation=45 if design.k > 6 else 0, ha="right" if design.k > 6 else "center")
+    ax.set_ylabel("objective term")
+    ax.set_title(f"sampling versus noise per stratum (noise share {b['noise_total'] / b['total']:.0%})")
+    ax.legend()
+    paths.append(_save(fig, out, f"{stem}_breakdown.png"))
+    eps = _grid(design.epsilon, quick)
+    obj, designs = [], []
+    for e in eps:
+        m = _variant(data, path, epsilon=float(e))
+        s = m.solve(backend=backend) if backend else m.solve()
+        obj.append(s.objective if s.ok else np.nan)
+        pt = s.n if s.n is not None else s.x
+        designs.append(np.asarray(pt, dtype=float) if pt is not None else np.full(design.k, np.nan))
+    designs = np.array(designs)
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
+    a1.loglog(eps, obj, "o-")
+    a1.axvline(design.epsilon, color="k", lw=1, ls="--")
+    a1.set_xlabel("central epsilon")
+    a1.set_ylabel("objective")
+    a1.set_title("objective versus epsilon")
+    show = np.argsort(-n)[:8]
+    for i in show:
+        a2.semilogx(eps, designs[:, i], "o-", label=labels[i])
+    a2.axvline(design.epsilon, color="k", lw=1, ls="--")
+    a2.set_xlabel("central epsilon")
+    a2.set_ylabel("n_h")
+    a2.set_title("design path" + (" (8 largest strata)" if design.k > 8 else ""))
+    a2.legend(fontsize=8)
+    paths.append(_save(fig, out, f"{stem}_path.png"))
+    return paths
+
+
+def _hierarchy(model, data, path, out, stem, quick, backend):
+    plt = _pyplot()
+    sol = _solved(model, backend)
+    e = np.asarray(sol.x, dtype=float)
+    L = model.n_levels
+    x = np.arange(1, L + 1)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.bar(x, e, color="tab:orange", label="optimal")
+    ax.plot(x, sol.uniform_epsilon, "ko--", label="uniform split")
+    ax.set_xticks(x, [f"level {l}\n({s} nodes)" for l, s in zip(x, model.hierarchy.sizes)])
+    ax.set_ylabel("epsilon per level")
+    ax.set_title(f"budget per level ({sol.status}, total {e.sum():.4g})")
+    ax.legend()
+    paths = [_save(fig, out, f"{stem}_design.png")]
+    br = model.level_breakdown(e)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.bar(x, br["variance"], label="variance", color="tab:blue")
+    ax.bar(x, br["bias2"], bottom=br["variance"], label="bias^2 (truncation)", color="tab:red")
+    ax.set_xticks(x, [f"level {l}" for l in x])
+    ax.set_yscale("log")
+    ax.set_ylabel("sum of node MSE")
+    ax.set_title("MSE per level: variance versus truncation bias")
+    ax.legend()
+    paths.append(_save(fig, out, f"{stem}_breakdown.png"))
+    key = "epsilon_total" if model.program == "budget" else "mse_target"
+    center = model.epsilon_total if model.program == "budget" else model.mse_target
+    grid = _grid(center, quick)
+    obj, budgets = [], []
+    for g in grid:
+        s = _variant(data, path, **{key: float(g)})
+        r = s.solve(backend=backend) if backend else s.solve()
+        obj.append(r.objective if r.ok else np.nan)
+        budgets.append(np.asarray(r.x, dtype=float) if r.x is not None else np.full(L, np.nan))
+    budgets = np.array(budgets)
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
+    a1.loglog(grid, obj, "o-")
+    a1.axvline(center, color="k", lw=1, ls="--")
+    a1.set_xlabel(key)
+    a1.set_ylabel("weighted MSE" if key == "epsilon_total" else "total epsilon")
+    a1.set_title(f"objective versus {key}")
+    for l in range(L):
+        a2.loglog(grid, budgets[:, l], "o-", label=f"level {l + 1}")
+    a2.axvline(center, color="k", lw=1, ls="--")
+    a2.set_xlabel(key)
+    a2.set_ylabel("epsilon per level")
+    a2.set_title("budget path")
+    a2.legend(fontsize=8)
+    paths.append(_save(fig, out, f"{stem}_path.png"))
+    return paths
+
+
+def _sample_size(model, data, path, out, stem, quick, backend):
+    plt = _pyplot()
+    sol = _solved(model, backend)
+    nstar = int(sol.n_star)
+    c = model.curve(points=60 if quick else 200)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.loglog(c["n"], c["variance"], label="V_n")
+    ax.axvline(nstar, color="k", lw=1, ls="--", label=f"n* = {nstar}")
+    ax.set_xlabel("sample size n")
+    ax.set_ylabel("variance of the released mean")
+    ax.set_title(f"design ({sol.status}); gain V_N/V_n* = {sol.gain:.3g}")
+    ax.legend()
+    paths = [_save(fig, out, f"{stem}_design.png")]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.loglog(c["n"], c["sampling"], label="sampling")
+    ax.loglog(c["n"], c["noise"], label="DP noise")
+    ax.axvline(nstar, color="k", lw=1, ls="--")
+    ax.set_xlabel("sample size n")
+    ax.set_ylabel("variance part")
+    ax.set_title("sampling versus noise")
+    ax.legend()
+    paths.append(_save(fig, out, f"{stem}_breakdown.png"))
+    eps = _grid(model.epsilon, quick)
+    ns, vs = [], []
+    for e in eps:
+        r = _variant(data, path, epsilon=float(e))
+        s = r.solve(backend=backend) if backend else r.solve()
+        ns.append(float(s.n_star) if s.ok else np.nan)
+        vs.append(s.objective if s.ok else np.nan)
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
+    a1.loglog(eps, vs, "o-")
+    a1.axvline(model.epsilon, color="k", lw=1, ls="--")
+    a1.set_xlabel("central epsilon")
+    a1.set_ylabel("V_n*")
+    a1.set_title("objective versus epsilon")
+    a2.semilogx(eps, ns, "o-")
+    a2.axvline(model.epsilon, color="k", lw=1, ls="--")
+    a2.set_xlabel("central epsilon")
+    a2.set_ylabel("n*")
+    a2.set_title("design path")
+    paths.append(_save(fig, out, f"{stem}_path.png"))
+    return paths
