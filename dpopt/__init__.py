@@ -19,7 +19,7 @@ from .models.sample_size import (SampleSizeProgram, amplified_nominal_epsilon, e
                                  no_gain_bound, noise_ratio, q_bound, rate_for_q_bound)
 from .models.sample_size_study import SampleSizeStudy
 from .registry import available_backends
-from .result import Certificate, Solution, Status
+from .result import Certificate, CertificateKind, Solution, Status
 from .simulate.hierarchy import monte_carlo, release
 from .simulate.sample_size import simulate_sample_size, smooth_sensitivity_median
 
@@ -40,7 +40,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "privacy", "datasets", "Model", "StratifiedDesign", "MinCostDesign", "Hierarchy", "HierarchyBudget", "SampleSizeProgram",
-    "SampleSizeStudy", "ImportanceSampling", "Solution", "Certificate", "Status", "available_backends", "compare", "CompareResult",
+    "SampleSizeStudy", "ImportanceSampling", "Solution", "Certificate", "CertificateKind", "Status", "available_backends", "compare", "CompareResult",
     "build_pyomo_model", "build_cvxpy_problem", "load_gapminder", "toy_hierarchy", "truncated_laplace_moments",
     "release", "monte_carlo", "noise_ratio", "epsilon_for_noise_ratio", "q_bound", "rate_for_q_bound",
     "no_gain_bound", "amplified_nominal_epsilon", "amplified_loss", "calibrate_epsilon", "calibrate_noise_scale",

@@ -1,6 +1,6 @@
 """Reproduce Ko, Ziani & Fioretto: privacy budget per level of a geographic hierarchy (truncated Laplace).
 
-Prints the optimal split of the toy tree (Fig. 1 / Table 1) next to SPEC §3's reference values, the
+Prints the optimal split of the toy tree (Fig. 1 / Table 1) next to the paper's values (docs/hierarchy.md), the
 budget per level versus ε_total (Theorem 3: ε_1 ≤ ε_2 ≤ ε_3), optimal versus uniform MSE per level,
 the bias²/variance comparison of the paper's Fig. 3 (Census data is not public here: Gapminder 2007
 populations stand in), and the Monte Carlo check of the closed-form MSE; writes the figures.
@@ -14,7 +14,7 @@ import dpopt
 from dpopt.plots import hierarchy as figs
 from dpopt.plots import example_args, report_written
 
-SPEC_TOY = (0.2519, 0.3174, 0.4307)   # SPEC §3: toy tree, ε_total = 1, equal weights
+PAPER_TOY = (0.2519, 0.3174, 0.4307)   # Ko et al.'s toy tree, ε_total = 1, equal weights (docs/hierarchy.md)
 PAPER_FIG3 = {"bias2": 10.0, "variance": 4.0}   # paper §4.1 (Wyoming): uniform / optimised, "10 times", "four times"
 
 
@@ -22,9 +22,9 @@ def toy_table():
     model = dpopt.HierarchyBudget(dpopt.toy_hierarchy(), 1.0)
     sol = model.solve()
     print("Toy tree (VA 450; tracts 300, 150; blocks 120, 80, 100 | 90, 60), eps_total = 1, equal weights")
-    print("level  nodes  eps optimal  SPEC §3   eps uniform   MSE optimal  MSE uniform")
+    print("level  nodes  eps optimal    paper   eps uniform   MSE optimal  MSE uniform")
     for l in range(3):
-        print(f"{l + 1:5d}  {model.hierarchy.sizes[l]:5d}  {sol.epsilon[l]:11.4f}  {SPEC_TOY[l]:7.4f}  "
+        print(f"{l + 1:5d}  {model.hierarchy.sizes[l]:5d}  {sol.epsilon[l]:11.4f}  {PAPER_TOY[l]:7.4f}  "
               f"{sol.uniform_epsilon[l]:11.4f}  {sol.mse_per_level[l]:11.3f}  {sol.uniform_mse_per_level[l]:11.3f}")
     print(f"total MSE: optimal {sol.objective:.4f}, uniform {sol.uniform_weighted_mse:.4f} "
           f"(uniform/optimal = {sol.ratio_uniform:.4f}); certificate gap {sol.certificate.gap:.1e}")

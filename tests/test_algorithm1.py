@@ -1,4 +1,4 @@
-"""Algorithm 1 (corrected, SPEC §2) against the exact backend and brute force."""
+"""Algorithm 1 (corrected, docs/stratified.md) against the exact backend and brute force."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""HierarchyBudget (SPEC §3): paper numbers, cross-backend agreement, theory checks, Monte Carlo, errors.
+"""HierarchyBudget (docs/hierarchy.md): paper numbers, cross-backend agreement, theory checks, Monte Carlo, errors.
 
 Oracles: the paper's toy numbers; independent solvers (SLSQP, SCIP, cutting planes); closed forms
 (Props 1, 2, 4; ε ∝ (w|R|)^{1/3} without truncation); brute-force grid over the simplex; Monte Carlo.

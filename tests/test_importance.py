@@ -50,7 +50,7 @@ def test_lambert_equals_bisection_wide_range():
 
 
 def test_lambert_formula_as_printed():
-    # w* = -W_{-1}(-(c/a) e^{-c/a})/c - 1/a (SPEC §4), compared with the implementation
+    # w* = -W_{-1}(-(c/a) e^{-c/a})/c - 1/a (docs/importance.md), compared with the implementation
     from scipy.special import lambertw
     eps, c = 1.0, 0.3
     a = math.expm1(eps)

@@ -37,7 +37,7 @@ def simplex_grid(E, k=400):
 
 def test_ko_toy_allocation_matches_spec_and_brute_force():
     sol = dpopt.HierarchyBudget(dpopt.toy_hierarchy(), 1.0).solve()
-    assert sol.epsilon == pytest.approx([0.2519, 0.3174, 0.4307], abs=6e-5)          # SPEC §3 (4 digits)
+    assert sol.epsilon == pytest.approx([0.2519, 0.3174, 0.4307], abs=6e-5)          # Ko et al. (4 digits)
     assert np.all(np.diff(sol.epsilon) > 0)                                             # Theorem 3
     grid = simplex_grid(1.0)
     vals = total_mse(TOY, grid)

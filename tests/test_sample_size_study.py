@@ -12,7 +12,7 @@ from dpopt.simulate.sample_size import lognormal_population
 
 
 def test_mean_matches_closed_form_and_never_gains():
-    """Mean with global sensitivity R/n: the estimated MSE at every rate is the closed-form V_n of SPEC §4
+    """Mean with global sensitivity R/n: the estimated MSE at every rate is the closed-form V_n of docs/sample_size.md
     within 4 Monte Carlo standard errors, and the answer is the population release (Hu et al.: no gain)."""
     pop = np.random.default_rng(3).uniform(0, 1, 2001)
     study = SampleSizeStudy(pop, 0.5, rates=[0.02, 0.1, 0.3, 0.6, 0.9], statistic="mean", draws=400, seed=5)

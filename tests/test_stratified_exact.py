@@ -10,7 +10,7 @@ import dpopt
 
 
 def oracle_objective(N, sigma2, alpha, eps, mech, sens, n):
-    """g(n) straight from SPEC §2, written independently of dpopt (plain math, no dpopt helpers)."""
+    """g(n) straight from docs/stratified.md, written independently of dpopt (plain math, no dpopt helpers)."""
     c = math.expm1(eps)
     total = 0.0
     for Ni, s2, a, ni in zip(N, sigma2, alpha, n):

@@ -10,7 +10,7 @@ mp.mp.dps = 60
 
 
 def f_exact(x, N, s2, a, eps, mech, sens):
-    """f_i(x) at 60 digits, from SPEC §2."""
+    """f_i(x) at 60 digits, from docs/stratified.md."""
     x = x if isinstance(x, mp.mpf) else mp.mpf(float(x))
     N, s2, a, sens = (mp.mpf(float(v)) for v in (N, s2, a, sens))
     c = mp.expm1(mp.mpf(eps))
@@ -55,7 +55,8 @@ def test_increments_match_high_precision(mech, sens, eps):
 
 
 def test_dlap_increments_are_linear_noise():
-    """SPEC §2: the DLap noise term times 1/n is linear in n; increments of a σ²=0 stratum are 2α²/(N²c²)."""
+    """The DLap noise term times 1/n is linear in n (docs/stratified.md): a σ²=0 stratum's increments are
+    2α²/(N²c²)."""
     eps, N = 0.7, 40
     model = dpopt.StratifiedDesign(N=[N], sigma2=[0.0], total=1, epsilon=eps, mechanism="dlap", objective=[3.0])
     c = np.expm1(eps)

@@ -1,4 +1,4 @@
-"""``algorithm1`` backend: Chen, Pasupathy & Awan's Algorithm 1, as corrected in SPEC §2.
+"""``algorithm1`` backend: Chen, Pasupathy & Awan's Algorithm 1, as corrected (docs/stratified.md, "Algorithm 1").
 
 Steps (plain sum-and-bounds StratifiedDesign only):
 

@@ -1,4 +1,4 @@
-"""``cvxpy`` backend for StratifiedDesign and MinCostDesign (SPEC §5).
+"""``cvxpy`` backend for StratifiedDesign and MinCostDesign (docs/stratified.md, docs/constrained.md).
 
 DLap (Δ = 1) and TuLap are DCP: with q = n/N the term is ``f_i(n) = a_i/n + b_i n + c_i``,
 ``a_i = α_i²(σ_i² [+ 1/12])``, ``b_i = 2α_i²/(cN_i)²``, ``c_i = 2α_i²/(cN_i)``, so the objective is

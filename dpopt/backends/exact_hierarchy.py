@@ -1,4 +1,4 @@
-"""Exact backend for HierarchyBudget: KKT with nested monotone 1-D solves (SPEC §3).
+"""Exact backend for HierarchyBudget: KKT with nested monotone 1-D solves (docs/hierarchy.md).
 
 Each level's weighted MSE sum F_ℓ is strictly convex and decreasing in ε, so the KKT conditions of
 program (6) are ``F_ℓ'(ε_ℓ) = −λ`` on free levels (ε_ℓ clipped to [ε_min, ε_max]) and Σ ε_ℓ = ε_total.

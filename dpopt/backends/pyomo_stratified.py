@@ -1,4 +1,4 @@
-"""``pyomo`` backend for StratifiedDesign and MinCostDesign (SPEC §5).
+"""``pyomo`` backend for StratifiedDesign and MinCostDesign (docs/stratified.md, docs/constrained.md).
 
 :func:`build_pyomo_model` returns a Pyomo ``ConcreteModel`` that analysts may extend (``m.n[i]`` are the
 sample sizes, ``m.extra`` is an empty ``ConstraintList`` for their own constraints) before solving it
@@ -244,7 +244,7 @@ def build_pyomo_model(model, integer: bool = True, formulation: str = "minlp",
         ordered.append(bool(dif.size and np.any(dif < -1e-12 * np.maximum(np.abs(inc[:-1]), np.abs(inc[1:])))))
     idx = [(i, t) for i in range(k) for t in range(int(hi[i] - lo[i]))]
     m.D = pe.Set(initialize=idx, dimen=2, ordered=True)
-    # plain sum problem with non-decreasing increments: the LP relaxation is integral (SPEC §5), so the
+    # plain sum problem with non-decreasing increments: the LP relaxation is integral (docs/stratified.md), so the
     # δ are continuous and the simplex vertex is checked for integrality by the caller
     lp_exact = integer and isinstance(model, StratifiedDesign) and model.is_plain and not any(ordered)
     m.lp_integral = pe.Param(initialize=bool(lp_exact), within=pe.Any, mutable=False)

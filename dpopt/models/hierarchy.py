@@ -1,4 +1,4 @@
-"""Hierarchical DP release: the budget-allocation programs of Ko, Ziani & Fioretto (SPEC §3).
+"""Hierarchical DP release: the budget-allocation programs of Ko, Ziani & Fioretto (docs/hierarchy.md).
 
 A :class:`Hierarchy` is a tree of regions with counts, levels ℓ = 1..L (root level first). Every node of
 level ℓ is released as ``max(0, N_j + Lap(Δ/ε_ℓ))``; levels compose sequentially (Σ ε_ℓ ≤ ε_total),
@@ -32,7 +32,7 @@ from ..result import Certificate, Solution
 from .base import Model
 
 OBJECTIVES = ("truncated-laplace-mse", "laplace-variance")
-EPS_MAX = 700.0          # largest budget of one level (SPEC: ε ranges over [1e-6, 700])
+EPS_MAX = 700.0          # largest budget of one level (docs/privacy.md: ε ranges over [1e-6, 700])
 DEFAULT_EPS_MIN = 1e-6
 
 
@@ -348,7 +348,7 @@ def truncated_laplace_moments(epsilon, N, sensitivity: float = 1.0) -> dict:
 
 # =================================================================================== the model
 class HierarchyBudget(Model):
-    """Budget allocation across the levels of a hierarchical release (SPEC §3; Ko, Ziani & Fioretto).
+    """Budget allocation across the levels of a hierarchical release (docs/hierarchy.md; Ko, Ziani & Fioretto).
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Privacy-constrained Poisson importance sampling (Fay, Mair & Sjölund; SPEC §4).
+"""Privacy-constrained Poisson importance sampling (Fay, Mair & Sjölund; docs/importance.md).
 
 Record i is kept independently with probability q_i and weighted by w_i = 1/q_i. If the weighted
 mechanism has the individual (PDP) loss profile ε(w, x), the sampled mechanism gives record i the loss
@@ -16,7 +16,7 @@ w_i is the largest w ≥ 1 with expm1(ε(w, x_i)) ≤ a·w, a = expm1(ε*).
 * General profiles (``profile=f, points=X``; f(w, x) ≥ 0): under the paper's Assumption 11
   (exp∘ε convex in w) the feasible w form an interval [1, w*]; w* is found by log-space bisection
   on ``log expm1(ε(w, x)) − log w − log a`` with a doubling bracket (no derivative, no strong
-  convexity constant: the paper's printed bracket and case test are not needed, SPEC §6).
+  convexity constant: the paper's printed bracket and case test are not needed, docs/paper_errors.md).
 
 Calibrations: :func:`calibrate_epsilon` (ε* giving expected size m) and :func:`calibrate_noise_scale`
 (noise scale b of a linear profile ε = s_i·w/b giving expected size m at ε*). Comparison

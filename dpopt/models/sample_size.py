@@ -1,4 +1,4 @@
-"""Sample size versus privacy: the SRS program of Hu, Drechsler & Kim (SPEC §4).
+"""Sample size versus privacy: the SRS program of Hu, Drechsler & Kim (docs/sample_size.md).
 
 An agency holds a population of ``N`` records with population variance ``S²`` and must release a
 statistic with a central (ε, δ) guarantee. Releasing it from a simple random sample without
@@ -168,7 +168,7 @@ def no_gain_bound(epsilon, rate, sensitivity_N):
 
 # ---------------------------------------------------------------------------------- the model
 class SampleSizeProgram(Model):
-    """Optimal sample size when sampling amplifies privacy (SRS without replacement; SPEC §4).
+    """Optimal sample size when sampling amplifies privacy (SRS without replacement; docs/sample_size.md).
 
     Parameters
     ----------

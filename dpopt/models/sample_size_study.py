@@ -1,8 +1,8 @@
 """Sample size versus privacy for statistics without a closed-form variance (Hu, Drechsler & Kim §4.3).
 
 The median released with smooth sensitivity (paper eq. 4) is data-dependent: its MSE at a sampling rate
-has no formula, so SPEC §4 offers it through simulation. :class:`SampleSizeStudy` declares the question
-"which sampling rate of this population minimises the MSE of the released statistic at target (ε, δ)?"
+has no formula, so dpopt offers it through simulation (docs/sample_size.md). :class:`SampleSizeStudy`
+declares the question "which sampling rate of this population minimises the MSE of the released statistic at target (ε, δ)?"
 over a grid of rates; its default backend ``monte-carlo`` answers it by repeated SRS draws (see
 :mod:`dpopt.simulate.sample_size`). The answer is an *estimate* on a grid, with Monte Carlo standard
 errors, so it is never reported as proven optimal.

@@ -1,4 +1,4 @@
-"""The privacy layer: mechanisms and amplification by subsampling (SPEC §1)."""
+"""The privacy layer: mechanisms and amplification by subsampling (docs/privacy.md)."""
 
 from .amplification import (amplified_delta, amplified_epsilon, amplified_epsilon_delta, log_expm1,
                             nominal_delta, nominal_epsilon, nominal_epsilon_delta)

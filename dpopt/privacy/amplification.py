@@ -1,4 +1,4 @@
-"""Privacy amplification by subsampling (SPEC §1), computed in log-space.
+"""Privacy amplification by subsampling (docs/privacy.md), computed in log-space.
 
 Sampling a fraction ``q`` of the records (SRS without replacement with substitution neighbours, or
 Poisson sampling with add/remove neighbours) and running an ``eps_nom``-DP mechanism on the sample

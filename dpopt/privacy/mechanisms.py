@@ -1,4 +1,4 @@
-"""Additive noise mechanisms (SPEC §1): variance at a nominal budget, and seeded samplers.
+"""Additive noise mechanisms (docs/privacy.md): variance at a nominal budget, and seeded samplers.
 
 The samplers (``Mechanism.sample``) are numpy floating-point draws for Monte Carlo only; a real release
 must use :mod:`dpopt.release`, whose noise comes from OpenDP (docs/release.md).

@@ -1,4 +1,4 @@
-"""Release simulation for hierarchies (SPEC §3): Laplace noise, truncation at 0, top-down consistency.
+"""Release simulation for hierarchies (docs/hierarchy.md): Laplace noise, truncation at 0, top-down consistency.
 
 ``release`` draws one release with numpy's floating-point Laplace sampler, for Monte Carlo only: a real
 release goes through OpenDP (:func:`dpopt.release.release_hierarchy`). ``monte_carlo`` repeats it (seeded,
