@@ -22,18 +22,51 @@ def option(check, name: str, value: Any, **kw):
         raise InvalidOption(str(exc)) from None
 
 
-def _as_float_array(name: str, value: Any) -> np.ndarray:
-    if isinstance(value, (str, bytes, bool, np.bool_)) or value is None:
-        raise TypeError(f"{name} must be a number or a sequence of numbers, got {type(value).__name__}")
+def _describe(value: Any) -> str:
+    if isinstance(value, (str, bytes)):
+        return f"the string {value!r}" if len(value) <= 40 else "a string"
+    return type(value).__name__
+
+
+def _is_real(value: Any) -> bool:
+    """A real number, not a boolean (``True`` is an int to Python, never a budget or a size here)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def _numeric_array(name: str, value: Any) -> np.ndarray:
+    """``value`` as an integer, float or object (Python ints too big for int64) array; never converts
+    strings, booleans, complex numbers or None (numpy would silently accept "7000" or drop 1j)."""
+    if isinstance(value, (str, bytes, bool, np.bool_)) or value is None or isinstance(value, dict):
+        raise TypeError(f"{name} must be a number or a sequence of numbers, got {_describe(value)}")
     try:
         raw = np.asarray(value)
-        numeric = raw.dtype != bool
-        arr = raw.astype(float) if numeric else raw
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be numeric; could not convert: {exc}") from None
-    if not numeric:
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        raise ValueError(f"{name} must be a flat sequence of numbers (rows of equal length for a "
+                         "table)") from None
+    kind = raw.dtype.kind
+    if kind in "iuf":
+        return raw
+    if kind == "b":
         raise TypeError(f"{name} must hold numbers, not booleans")
-    return arr
+    if kind == "c":
+        raise TypeError(f"{name} must hold real numbers, not complex numbers")
+    if kind in "US":
+        raise TypeError(f"{name} must hold numbers, not strings (got {raw.ravel()[0]!r})")
+    if kind == "O":
+        for item in raw.ravel():
+            if not _is_real(item):
+                raise TypeError(f"{name} must hold real numbers, got {_describe(item)}")
+        return raw
+    raise TypeError(f"{name} must hold real numbers, got an array of dtype {raw.dtype}")
+
+
+def _as_float_array(name: str, value: Any) -> np.ndarray:
+    raw = _numeric_array(name, value)
+    try:
+        with np.errstate(over="ignore"):
+            return raw.astype(float)
+    except OverflowError:   # a Python int beyond 1e308
+        raise ValueError(f"{name} must be finite (no NaN or infinity)") from None
 
 
 def vector(name: str, value: Any, *, length: int | None = None) -> np.ndarray:
@@ -52,15 +85,27 @@ def vector(name: str, value: Any, *, length: int | None = None) -> np.ndarray:
     return arr
 
 
-def positive_int_vector(name: str, value: Any, *, length: int | None = None, minimum: int = 1) -> np.ndarray:
+def positive_int_vector(name: str, value: Any, *, length: int | None = None, minimum: int = 1,
+                        maximum: int = 2**53) -> np.ndarray:
+    """A 1-D array of integers in [minimum, maximum]; integers above 2**53 are refused, not rounded."""
+    raw = _numeric_array(name, value)
+    if raw.dtype.kind in "iuO" and raw.size:
+        # exact comparison before the float conversion (2**53 + 1 would round to 2**53)
+        top = max(int(v) for v in raw.ravel()) if raw.dtype.kind == "O" else int(raw.max())
+        if top > maximum:
+            raise ValueError(f"{name} must be <= {_int_text(maximum)}, got {top}")
     arr = vector(name, value, length=length)
     if np.any(arr != np.round(arr)):
         raise ValueError(f"{name} must hold integers")
     if np.any(arr < minimum):
         raise ValueError(f"{name} must be >= {minimum}, got min {arr.min():g}")
-    if np.any(arr > 2**53):
-        raise ValueError(f"{name} must be <= 2**53")
+    if np.any(arr > maximum):
+        raise ValueError(f"{name} must be <= {_int_text(maximum)}, got max {arr.max():g}")
     return arr.astype(np.int64)
+
+
+def _int_text(v: int) -> str:
+    return "2**53" if v == 2**53 else f"{v:g}" if v >= 1e7 else str(v)
 
 
 def nonnegative_vector(name: str, value: Any, *, length: int | None = None) -> np.ndarray:
@@ -78,12 +123,14 @@ def positive_vector(name: str, value: Any, *, length: int | None = None) -> np.n
 
 
 def real(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        if isinstance(value, np.ndarray) and value.ndim == 0:
-            value = value.item()
-        else:
-            raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    v = float(value)
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if not _is_real(value):
+        raise TypeError(f"{name} must be a real number, got {_describe(value)}")
+    try:
+        v = float(value)
+    except OverflowError:   # a Python int beyond 1e308
+        raise ValueError(f"{name} must be finite, got an integer of {len(str(int(value)))} digits") from None
     if not math.isfinite(v):
         raise ValueError(f"{name} must be finite, got {v}")
     return v
@@ -98,14 +145,36 @@ def positive(name: str, value: Any, *, upper: float | None = None) -> float:
     return v
 
 
-def integer(name: str, value: Any, *, minimum: int | None = None) -> int:
-    v = real(name, value)
-    if v != round(v):
-        raise ValueError(f"{name} must be an integer, got {v:g}")
-    iv = int(round(v))
+def integer(name: str, value: Any, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    """An integer (a Python/numpy int, or a float with an integral value); Python ints are kept exact."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
+        iv = int(value)
+    else:
+        v = real(name, value)
+        if v != round(v):
+            raise ValueError(f"{name} must be an integer, got {v:g}")
+        iv = int(round(v))
     if minimum is not None and iv < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {iv}")
+    if maximum is not None and iv > maximum:
+        raise ValueError(f"{name} must be <= {_int_text(maximum)}, got {iv}")
     return iv
+
+
+#: the supported range of a privacy budget ε (docs/ranges.md); a family may document a wider one
+EPS_MIN = 1e-6
+EPS_MAX = 700.0
+
+
+def epsilon(name: str, value: Any, *, minimum: float = EPS_MIN, maximum: float = EPS_MAX) -> float:
+    """A privacy budget in the supported range [1e-6, 700] (beyond 700, e**eps overflows double precision)."""
+    v = real(name, value)
+    if not minimum <= v <= maximum:
+        raise ValueError(f"{name} must be in [{minimum:g}, {maximum:g}] (the supported range of a privacy "
+                         f"budget), got {v:g}")
+    return v
 
 
 def probability(name: str, value: Any, *, closed_upper: bool = False) -> float:
@@ -141,3 +210,40 @@ def choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
     if key not in allowed:
         raise ValueError(f"unknown {name} {value!r}; allowed: {', '.join(map(repr, allowed))}")
     return key
+
+
+# ---------------------------------------------------------------------------------- backend options
+def rel_gap(value: Any, name: str = "rel_gap") -> float:
+    """A relative optimality gap in [0, 1) (a backend option: raises InvalidOption)."""
+    v = option(real, name, value)
+    if not 0.0 <= v < 1.0:
+        raise InvalidOption(f"{name} must be in [0, 1), got {v:g}")
+    return v
+
+
+def tolerance(name: str, value: Any, *, maximum: float = 1e-2) -> float:
+    """A numerical tolerance in (0, maximum] (a backend option: a looser one would make 'optimal' mean
+    less than it says)."""
+    v = option(real, name, value)
+    if not 0.0 < v <= maximum:
+        raise InvalidOption(f"{name} must be in (0, {maximum:g}], got {v:g}")
+    return v
+
+
+def count(name: str, value: Any, *, minimum: int = 1, maximum: int | None = None) -> int:
+    """An integer option such as max_iter or draws, in [minimum, maximum] (raises InvalidOption)."""
+    return option(integer, name, value, minimum=minimum, maximum=maximum)
+
+
+def solver_options(value: Any) -> dict:
+    """Options passed straight to the underlying solver: None or a dict with string keys."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise InvalidOption(f"solver_options must be a dict of option names to values, got {_describe(value)}")
+    return dict(value)
+
+
+def verbose(value: Any) -> bool:
+    """The common ``verbose`` option (a true boolean; raises InvalidOption)."""
+    return option(flag, "verbose", value)

@@ -38,6 +38,12 @@ from ..result import Certificate, Solution, Status
 from .base import Model
 
 _MAX_LOG2_W = 1000  # doubling bracket stops at w = 2**1000
+#: smallest linear loss c_i = ε(1, x_i): q* ≥ c_i/(2·log(expm1(ε*)/c_i)) stays a normal double above it
+MIN_SLOPE = 1e-300
+#: a point is private when every ψ_i ≤ ε*·(1 + FEASIBILITY_RTOL) (a few ulps of evaluating ψ)
+FEASIBILITY_RTOL = 1e-12
+#: a private point is reported optimal when its proven relative gap is at most this (backend option rel_gap)
+DEFAULT_REL_GAP = 1e-6
 
 
 # ---------------------------------------------------------------------------------- helpers
@@ -63,48 +69,68 @@ def _dlog_h(s):
     return np.where(small, series, closed)
 
 
+def _check_slopes(c: np.ndarray, eps: float) -> None:
+    if np.any(c < MIN_SLOPE):
+        i = int(np.argmin(c))
+        raise ValueError(f"slopes must be >= {MIN_SLOPE:g} (smaller losses give probabilities q* below the "
+                         f"double-precision range; a zero-loss record has no minimum q > 0), "
+                         f"got slopes[{i}] = {c[i]:g}")
+    if np.any(c > eps):
+        i = int(np.argmax(c))
+        raise ValueError(f"Problem 7 is infeasible: slopes[{i}] = eps(1, x_{i}) = {c[i]:g} exceeds "
+                         f"eps* = {eps:g}; even q = 1 violates the target (Assumption 8)")
+
+
+def log_target(epsilon: float, c: np.ndarray) -> np.ndarray:
+    """L = log(expm1(ε*)/c), accurate also when c is close to ε* (then a/c − 1 is tiny and
+    log_expm1(ε*) − log c would keep only the absolute accuracy of ~1e-16·|log c|): there
+    a/c − 1 = ((ε* − c) + (expm1(ε*) − ε*))/c, with ε* − c exact and expm1(ε*) − ε* from its series."""
+    eps = float(epsilon)
+    c = np.asarray(c, dtype=float)
+    if eps < 0.1:
+        k = np.arange(2, 12)
+        tail = math.fsum(eps ** int(j) / math.factorial(int(j)) for j in k)   # expm1(eps) − eps
+    else:
+        tail = math.expm1(min(eps, 700.0)) - eps if eps < 30 else math.inf
+    with np.errstate(over="ignore", invalid="ignore"):
+        rel = ((eps - c) + tail) / c
+        near = rel < 0.5
+        out = np.where(near, np.log1p(np.where(near, rel, 0.0)), float(log_expm1(eps)) - np.log(c))
+    return out
+
+
 def linear_optimal_weights(slopes, epsilon, *, polish: bool = True) -> np.ndarray:
     """Problem 7 for linear profiles ε(w, x_i) = c_i·w: the optimal weights w_i* ≥ 1 (vectorised).
 
-    Lambert-W closed form, then (``polish=True``) Newton steps in log-space on the same equation to
-    restore the digits lost near the branch point. Requires 0 < c_i ≤ ε* (raises otherwise).
+    Lambert-W closed form, then (``polish=True``) safeguarded Newton steps in log-space on the same
+    equation log h(s) = L, h(s) = expm1(s)/s, L = log(expm1(ε*)/c), to restore the digits lost near the
+    branch point. The root lies in [L, 2L] for every L > 0 (s/2 ≤ log h(s) ≤ s), which brackets the
+    iteration: at most 200 steps, each halving the bracket when Newton leaves it.
+    Requires MIN_SLOPE ≤ c_i ≤ ε* (raises otherwise).
     """
-    eps = V.positive("epsilon", epsilon)
+    eps = V.epsilon("epsilon", epsilon)
     c = V.vector("slopes", np.atleast_1d(slopes))
-    if np.any(c <= 0):
-        raise ValueError(f"slopes must be > 0 (a zero-loss record has no optimal q > 0), got min {c.min():g}")
-    if np.any(c > eps):
-        i = int(np.argmax(c))
-        raise ValueError(f"Problem 7 is infeasible: record {i} has eps(1, x) = {c[i]:g} > eps* = {eps:g}, "
-                         "so even q = 1 violates the target (Assumption 8)")
-    log_a = float(log_expm1(eps))
-    L = log_a - np.log(c)             # log(a/c) > 0, the target of log h(s)
-    log_r = -L
+    _check_slopes(c, eps)
+    L = log_target(eps, c)            # log(a/c) > 0, the target of log h(s)
     # Lambert W start where representable
     with np.errstate(under="ignore", over="ignore", invalid="ignore"):
-        r = np.exp(log_r)
-        z = -np.exp(log_r - r)
+        r = np.exp(-L)
+        z = -np.exp(-L - r)
         s0 = np.where(z < 0, -lambertw(z, -1).real - r, np.nan)
-    asym = L + np.log(np.maximum(L, 1e-300))          # large-L asymptote of the root
-    s = np.where(np.isfinite(s0) & (s0 > 0), s0, np.maximum(asym, 2 * np.expm1(L)))
+    lo, hi = L.copy(), 2.0 * L
+    start = np.clip(L + np.log1p(L), lo, hi)       # large-L asymptote, kept inside the bracket
+    s = np.where(np.isfinite(s0) & (s0 > 0), s0, start)
     if polish:
-        lo = np.zeros_like(s)
-        hi = np.maximum(2 * s, 2 * (L + np.log1p(L)) + 2.0)
-        while True:   # make sure g(hi) > 0
-            g_hi = _log_h(hi) - L
-            if np.all(g_hi > 0):
-                break
-            hi = np.where(g_hi > 0, hi, 2 * hi)
         s = np.clip(s, lo, hi)
-        for _ in range(100):
-            g = _log_h(np.maximum(s, 1e-300)) - L
+        for _ in range(200):
+            g = _log_h(s) - L
             lo = np.where(g <= 0, np.maximum(lo, s), lo)
-            hi = np.where(g > 0, np.minimum(hi, s), hi)
-            step = g / _dlog_h(np.maximum(s, 1e-300))
-            sn = s - step
+            hi = np.where(g >= 0, np.minimum(hi, s), hi)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                sn = s - g / _dlog_h(s)
             bad = ~np.isfinite(sn) | (sn <= lo) | (sn >= hi)
             sn = np.where(bad, 0.5 * (lo + hi), sn)
-            done = np.abs(sn - s) <= 4e-16 * np.abs(s)
+            done = (np.abs(sn - s) <= 4e-16 * s) | (hi - lo <= 4e-16 * hi)
             s = sn
             if np.all(done):
                 break
@@ -147,7 +173,7 @@ def bisect_optimal_weights(profile: Callable, points, epsilon, *, rtol: float = 
     paper's Assumption 11 (then the feasible set is an interval); otherwise it returns a feasible
     point at a sign change, not necessarily the largest one.
     """
-    eps = V.positive("epsilon", epsilon)
+    eps = V.epsilon("epsilon", epsilon)
     n = len(points)
     if n == 0:
         raise ValueError("points must not be empty")
@@ -261,7 +287,7 @@ class ImportanceSampling(Model):
     """
 
     def __init__(self, epsilon, slopes=None, profile: Callable | None = None, points=None, name=""):
-        self.epsilon = V.positive("epsilon", epsilon)
+        self.epsilon = V.epsilon("epsilon", epsilon)
         if (slopes is None) == (profile is None):
             raise ValueError("give exactly one of slopes (linear profiles) or profile (with points)")
         self.slopes = None
@@ -271,19 +297,15 @@ class ImportanceSampling(Model):
             if points is not None:
                 raise ValueError("points are only used with a general profile")
             c = V.vector("slopes", np.atleast_1d(slopes))
-            if np.any(c <= 0):
-                raise ValueError(f"slopes must be > 0, got min {c.min():g} (a record with zero loss has no "
-                                 "minimum q > 0)")
-            if np.any(c > self.epsilon):
-                i = int(np.argmax(c))
-                raise ValueError(f"Problem 7 is infeasible: slopes[{i}] = eps(1, x_{i}) = {c[i]:g} exceeds "
-                                 f"eps* = {self.epsilon:g}; even q = 1 violates the target")
+            _check_slopes(c, self.epsilon)
             self.slopes = c
             self.n = c.size
         else:
             if not callable(profile):
                 raise TypeError("profile must be callable as profile(w, x)")
-            if points is None or len(points) == 0:
+            if isinstance(points, (str, bytes, dict)) or not hasattr(points, "__len__"):
+                raise TypeError(f"points must be a sequence or an array of records, got {type(points).__name__}")
+            if len(points) == 0:
                 raise ValueError("a general profile needs points (the records), non-empty")
             self.profile = profile
             self.points = points
@@ -297,12 +319,30 @@ class ImportanceSampling(Model):
 
     @classmethod
     def laplace_sum(cls, points, noise_scale, epsilon, norm: float = 1, name: str = "") -> "ImportanceSampling":
-        """The Laplace weighted-sum mechanism: ε(w, x) = w·‖x‖_p / b (Fay et al. §3.3)."""
-        X = np.asarray(points, dtype=float)
+        """The Laplace weighted-sum mechanism: ε(w, x) = w·‖x‖_p / b (Fay et al. §3.3).
+
+        ``norm`` is p ≥ 1 (``math.inf`` for the max norm); p < 1 is not a norm and would understate ‖x‖.
+        """
+        X = V._as_float_array("points", points)
         if X.ndim == 1:
             X = X[:, None]
+        if X.ndim != 2 or X.size == 0:
+            raise ValueError(f"points must be a non-empty (records, dimensions) table, got shape {X.shape}")
+        if not np.all(np.isfinite(X)):
+            raise ValueError("points must be finite (no NaN or infinity)")
+        p = V.real("norm", norm) if not (isinstance(norm, float) and norm == math.inf) else math.inf
+        if not p >= 1:
+            raise ValueError(f"norm must be a number >= 1 (p of the l_p norm, or inf), got {p:g}")
         b = V.positive("noise_scale", noise_scale)
-        return cls(epsilon, slopes=np.linalg.norm(X, ord=norm, axis=1) / b, name=name)
+        with np.errstate(over="ignore"):
+            slopes = np.linalg.norm(X, ord=p, axis=1) / b
+        zero = np.flatnonzero(slopes == 0)
+        if zero.size:
+            raise ValueError(f"points[{int(zero[0])}] has norm 0: a record with zero privacy loss has no "
+                             "minimum sampling probability q > 0 (drop it or give it q = 0 yourself)")
+        if not np.all(np.isfinite(slopes)):
+            raise ValueError("points: a record's norm divided by noise_scale overflows; rescale the data")
+        return cls(epsilon, slopes=slopes, name=name)
 
     @property
     def linear(self) -> bool:
@@ -338,19 +378,104 @@ class ImportanceSampling(Model):
             return bisect_optimal_weights(lambda w, x: np.asarray(x) * w, c, self.epsilon)
         return bisect_optimal_weights(self.profile, self.points, self.epsilon)
 
-    def make_solution(self, q, *, status=Status.OPTIMAL, backend="", solver="", message="",
-                      extra: dict[str, Any] | None = None) -> Solution:
+    def _psi_at(self, q: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        """ψ of the records ``idx`` at probabilities ``q`` (one per record of ``idx``)."""
+        if self.linear:
+            return amplified_loss(q, slopes=self.slopes[idx])
+        return amplified_loss(q, profile=self.profile, points=_take(self.points, idx))
+
+    def repair(self, q) -> np.ndarray:
+        """Raise each q_i whose ψ_i exceeds ε*(1 + FEASIBILITY_RTOL) just enough that ψ_i ≤ ε*.
+
+        First the steps q_i·(1 + τ), τ = 1e-15, 1e-14, ..., 1e308 (capped at q_i = 1, which meets the target
+        by Assumption 8, checked when the model is built), then 60 bisection steps in τ between the last
+        failing and the first private step. At most ~385 vectorised evaluations of ψ."""
+        q = np.clip(np.asarray(q, dtype=float), np.finfo(float).tiny, 1.0)
+        bad = np.flatnonzero(self.amplified_loss(q) > self.epsilon * (1 + FEASIBILITY_RTOL))
+        if not bad.size:
+            return q
+        base = q[bad].copy()
+        lo = np.zeros(bad.size)                 # τ known to fail
+        hi = np.full(bad.size, np.inf)          # τ known to be private
+        for k in range(-15, 309):
+            todo = np.flatnonzero(np.isinf(hi))
+            if not todo.size:
+                break
+            tau = 10.0 ** k
+            ok = self._psi_at(np.minimum(1.0, base[todo] * (1.0 + tau)), bad[todo]) <= self.epsilon
+            hi[todo[ok]] = tau
+            lo[todo[~ok]] = tau
+        hi = np.where(np.isinf(hi), 1.0 / base, hi)     # q = 1
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            ok = self._psi_at(np.minimum(1.0, base * (1.0 + mid)), bad) <= self.epsilon
+            hi = np.where(ok, mid, hi)
+            lo = np.where(ok, lo, mid)
+        q[bad] = np.minimum(1.0, base * (1.0 + hi))
+        return q
+
+    def lower_bounds(self, q) -> np.ndarray:
+        """Per record, a proven lower bound on the optimal q_i*: the largest q_i·f (f = 1, 1 − 1e-15, ...,
+        1 − 0.1, then 10^-k) whose ψ_i exceeds ε*. The private q_i form the interval [q_i*, 1] (ψ_i
+        decreases in q_i for linear profiles; under the paper's Assumption 11 for a general profile), so a
+        q with ψ > ε* lies below q_i*. 0 when no step is found."""
         q = np.asarray(q, dtype=float)
+        out = np.zeros_like(q)
+        todo = np.arange(q.size)
+        factors = np.concatenate([[1.0], 1.0 - 10.0 ** np.arange(-15.0, 0.0), 10.0 ** -np.arange(1.0, 320.0)])
+        for f in factors:
+            if not todo.size:
+                break
+            cand = q[todo] * f
+            live = cand >= np.finfo(float).tiny
+            todo, cand = todo[live], cand[live]
+            if not todo.size:
+                break
+            above = self._psi_at(cand, todo) > self.epsilon
+            out[todo[above]] = cand[above]
+            todo = todo[~above]
+        return out
+
+    def make_solution(self, q, *, status=Status.OPTIMAL, backend="", solver="", message="",
+                      rel_gap: float = DEFAULT_REL_GAP, extra: dict[str, Any] | None = None) -> Solution:
+        """Check a backend's probabilities against the model itself and package them.
+
+        The point must lie in (0, 1] with every ψ_i ≤ ε*(1 + FEASIBILITY_RTOL); otherwise the Solution is
+        ``error`` with the violation stated and no point (a backend should :meth:`repair` first). A
+        private point is certified by :meth:`lower_bounds`: it is ``optimal`` when the proven relative
+        gap is at most ``rel_gap``, else ``feasible`` (a ``time_limit`` status is kept).
+        """
+        q = np.asarray(q, dtype=float)
+        base = dict(backend=backend, solver=solver, model="ImportanceSampling")
+        if q.shape != (self.n,) or not np.all(np.isfinite(q)) or np.any(q <= 0) or np.any(q > 1):
+            return Solution(status=Status.ERROR, message=f"{message}; the backend returned probabilities "
+                            "outside (0, 1] (or of the wrong length)".lstrip("; "), **base)
         psi = self.amplified_loss(q)
-        viol = float(np.max(psi) - self.epsilon)
-        details = {"weights": 1.0 / q, "expected_size": float(q.sum()), "psi": psi,
-                   "max_psi": float(np.max(psi)), "max_violation": max(0.0, viol), "epsilon_star": self.epsilon}
+        excess = float(np.max(psi / self.epsilon - 1.0))
+        details = {"weights": 1.0 / q, "expected_size": math.fsum(q), "psi": psi,
+                   "max_psi": float(np.max(psi)), "max_violation": max(0.0, float(np.max(psi)) - self.epsilon),
+                   "epsilon_star": self.epsilon}
         details.update(extra or {})
-        cert = Certificate(kind="kkt", optimal=status == Status.OPTIMAL and viol <= 1e-9 * self.epsilon,
-                           tolerance=1e-9, slack=-viol,
-                           message=f"max psi - eps* = {viol:.3e}")
-        return Solution(status=status, objective=float(q.sum()), x=q, certificate=cert, backend=backend,
-                        solver=solver, model="ImportanceSampling", message=message, details=details)
+        if excess > FEASIBILITY_RTOL:
+            i = int(np.argmax(psi))
+            details["rejected_q"] = q
+            return Solution(status=Status.ERROR, details=details, **base,
+                            message=(f"{message}; " if message else "") +
+                            f"the point breaks the privacy target: psi[{i}] = {psi[i]:.17g} > eps* = "
+                            f"{self.epsilon:.17g} (relative excess {excess:.3e} > {FEASIBILITY_RTOL:g}); not returned")
+        objective = math.fsum(q)
+        bound = math.fsum(self.lower_bounds(q))
+        gap = max(0.0, (objective - bound) / objective)
+        note = "" if self.linear else " (valid under the paper's Assumption 11: exp(eps(w, x)) convex in w)"
+        cert = Certificate(kind="gap", optimal=bool(gap <= rel_gap), lower_bound=bound, gap=gap, tolerance=rel_gap,
+                           slack=-excess, message=f"max psi/eps* - 1 = {excess:.3e}; lower bound from private-"
+                                                  f"probability intervals{note}")
+        if status in (Status.OPTIMAL, Status.FEASIBLE):
+            status = Status.OPTIMAL if cert.optimal else Status.FEASIBLE
+            if not cert.optimal:
+                message = (f"{message}; " if message else "") + f"proven relative gap {gap:.3e} > rel_gap {rel_gap:g}"
+        return Solution(status=status, objective=objective, x=q, certificate=cert, message=message,
+                        details=details, **base)
 
     def report(self, solution: Solution) -> str:
         from ..report import header, table
@@ -381,15 +506,20 @@ def _expected_size(eps, slopes=None, profile=None, points=None) -> float:
     return float(np.sum(1.0 / bisect_optimal_weights(profile, points, eps)))
 
 
-def _bisect_decreasing(f, lo, target, what):
-    """Find x ≥ lo (log-space) with f(x) = target for f non-increasing, f(lo) ≥ target."""
-    llo = math.log(lo)
-    lhi = llo + 1.0
+def _bisect_decreasing(f, lo, hi, target, what):
+    """x in [lo, hi] with f(x) = target for f non-increasing, f(lo) > target (log-space bisection).
+
+    The bracket grows geometrically in log x from ``lo`` but never beyond ``hi`` (where the model stops
+    being defined); raises when even f(hi) exceeds the target. Returns the upper end of the final bracket,
+    so f(x) ≤ target there. At most ~12 expansion and 200 bisection steps."""
+    llo, top = math.log(lo), math.log(hi)
+    lhi = min(llo + 1.0, top)
     while f(math.exp(lhi)) > target:
+        if lhi >= top:
+            raise ValueError(f"the target expected size {target:g} is unreachable: even {what} = {hi:g} (the "
+                             f"largest supported) gives {f(hi):.6g}")
         llo = lhi
-        lhi += max(1.0, 2 * (lhi - math.log(lo)))
-        if lhi > 700:
-            raise ValueError(f"no {what} below e**700 reaches the target expected size")
+        lhi = min(top, lhi + max(1.0, 2 * (lhi - math.log(lo))))
     for _ in range(200):
         mid = 0.5 * (llo + lhi)
         if f(math.exp(mid)) > target:
@@ -411,6 +541,7 @@ def calibrate_epsilon(m, slopes=None, profile: Callable | None = None, points=No
     if slopes is not None:
         c = V.positive_vector("slopes", np.atleast_1d(slopes))
         n, e0 = c.size, float(c.max())
+        _check_slopes(c, V.EPS_MAX)
         size = lambda e: _expected_size(e, slopes=c)  # noqa: E731
     elif profile is not None and points is not None:
         n = len(points)
@@ -418,17 +549,20 @@ def calibrate_epsilon(m, slopes=None, profile: Callable | None = None, points=No
         e0 = float(e1.max())
         if e0 <= 0:
             raise ValueError("every record has zero loss at w = 1; epsilon* cannot be calibrated")
+        if e0 > V.EPS_MAX:
+            raise ValueError(f"a record has eps(1, x) = {e0:g} > {V.EPS_MAX:g}: no supported eps* admits it")
         size = lambda e: _expected_size(e, profile=profile, points=points)  # noqa: E731
     else:
         raise ValueError("give slopes, or profile and points")
     m = V.positive("m", m, upper=float(n))
+    e0 = max(e0, V.EPS_MIN)
     m0 = size(e0)
     if m > m0 * (1 + 1e-12):
         raise ValueError(f"expected size m = {m:g} is unreachable: the smallest admissible eps* = {e0:g} "
                          f"(max eps(1, x)) already gives {m0:.6g}; choose m <= {m0:.6g}")
     if m >= m0:
         return e0
-    return _bisect_decreasing(size, e0, m, "epsilon*")
+    return _bisect_decreasing(size, e0, V.EPS_MAX, m, "epsilon*")
 
 
 def calibrate_noise_scale(epsilon, m, sensitivities) -> float:
@@ -438,10 +572,14 @@ def calibrate_noise_scale(epsilon, m, sensitivities) -> float:
     Σ q_i is non-increasing in b; the smallest admissible b is max s_i/ε*. Raises when m is larger than
     the expected size there, or m ≤ 0.
     """
-    eps = V.positive("epsilon", epsilon)
+    eps = V.epsilon("epsilon", epsilon)
     s = V.positive_vector("sensitivities", np.atleast_1d(sensitivities))
     m = V.positive("m", m, upper=float(s.size))
     b0 = float(s.max()) / eps
+    b_max = float(s.min()) / MIN_SLOPE          # beyond it some slope s_i/b falls below MIN_SLOPE
+    if not b0 < b_max:
+        raise ValueError(f"sensitivities span more than {eps / MIN_SLOPE:g}x (max/min); no noise scale keeps "
+                         f"every slope s_i/b in [{MIN_SLOPE:g}, eps*]")
     size = lambda b: _expected_size(eps, slopes=np.minimum(s / b, eps))  # noqa: E731
     m0 = size(b0)
     if m > m0 * (1 + 1e-12):
@@ -449,7 +587,7 @@ def calibrate_noise_scale(epsilon, m, sensitivities) -> float:
                          f"noise scale b = {b0:g} already gives {m0:.6g}")
     if m >= m0:
         return b0
-    return _bisect_decreasing(size, b0, m, "noise scale")
+    return _bisect_decreasing(size, b0, b_max, m, "noise scale")
 
 
 # ---------------------------------------------------------------------------------- model files
