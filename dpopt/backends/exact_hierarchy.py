@@ -186,7 +186,7 @@ def _make_feasible(model: HierarchyBudget, eps: np.ndarray) -> np.ndarray:
         room = (eps > lo) & (eps < hi)
         m = int(np.argmax(np.where(room, eps, -np.inf))) if np.any(room) else int(np.argmax(eps))
         eps[m] += E - math.fsum(eps)
-        while math.fsum(eps) > E:
+        while math.fsum(list(eps) + [-E]) > 0:     # the exact Σε − E (a rounded Σε may hide an excess)
             eps[m] = np.nextafter(eps[m], 0.0)
         eps = np.clip(eps, lo, hi)
     else:

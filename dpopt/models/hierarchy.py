@@ -589,7 +589,7 @@ class HierarchyBudget(Model):
     def make_feasible(self, eps) -> np.ndarray:
         """Repair the last ulps of a solver's point (privacy must never be exceeded).
 
-        Program (6): clip to the box and make ``math.fsum(ε) ≤ ε_total`` (scaling down, then ulp steps).
+        Program (6): clip to the box and make the exact Σε ≤ ε_total (scaling down, then ulp steps).
         Program (7): clip and scale ε up by the smallest factor (1 + 2^k·1e-16) meeting the MSE target."""
         lo, hi = self.level_bounds()
         e = np.clip(np.asarray(eps, dtype=float), lo, hi)
@@ -599,7 +599,7 @@ class HierarchyBudget(Model):
             if tot > E:
                 e = np.maximum(e * (E / tot), lo)
             for _ in range(10000):
-                if math.fsum(e) <= E:
+                if math.fsum(list(e) + [-E]) <= 0:   # the exact Σε ≤ E (math.fsum(e) <= E can round an excess away)
                     break
                 e = np.maximum(np.nextafter(e, 0.0), lo)
         else:
