@@ -163,7 +163,7 @@ def integer(name: str, value: Any, *, minimum: int | None = None, maximum: int |
     return iv
 
 
-#: the supported range of a privacy budget ε (docs/ranges.md); a family may document a wider one
+#: the supported range of a privacy budget ε (docs/privacy.md#supported-ranges); a family may document a wider one
 EPS_MIN = 1e-6
 EPS_MAX = 700.0
 

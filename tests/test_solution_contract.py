@@ -70,11 +70,13 @@ def test_every_backend_certificate_has_a_known_kind():
               dpopt.ImportanceSampling(1.0, slopes=[0.05, 0.2])]
     seen = set()
     for m in models:
-        for backend in m.backends():
-            sol = m.solve(backend=backend, **({"time_limit": 20} if backend == "pyomo" else {}))
-            if sol.certificate is not None:
-                assert isinstance(sol.certificate.kind, CertificateKind), (m, backend)
-                seen.add(sol.certificate.kind)
+        for task in ("solve", "relax"):
+            for backend in m.backends(task):
+                opts = {"time_limit": 20} if backend == "pyomo" else {}
+                sol = (m.solve if task == "solve" else m.relax)(backend=backend, **opts)
+                if sol.certificate is not None:
+                    assert isinstance(sol.certificate.kind, CertificateKind), (m, backend, task)
+                    seen.add(sol.certificate.kind)
     assert {CertificateKind.EXCHANGE, CertificateKind.GAP, CertificateKind.KKT} <= seen
 
 
