@@ -15,7 +15,8 @@ import time
 
 import numpy as np
 
-from dpopt.models.hierarchy import Hierarchy, HierarchyBudget, toy_hierarchy
+from dpopt.datasets import toy_hierarchy
+from dpopt.models.hierarchy import Hierarchy, HierarchyBudget
 
 
 def tree(n_leaves=1_000_000, n_mid=1000, real=False, seed=0):

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..models.hierarchy import HierarchyBudget, load_gapminder, toy_hierarchy
+from ..datasets import load_gapminder, toy_hierarchy
+from ..models.hierarchy import HierarchyBudget
 from ..simulate.hierarchy import monte_carlo
 from . import pyplot as _pyplot
 
