@@ -32,15 +32,19 @@ CHEN_SECTION52 = MappingProxyType({"N": (1000, 2000, 3000), "sigma2": (0.08, 0.0
 def chen_table1(epsilon: float = 1.0, mechanism="laplace", objective="mean", **options) -> StratifiedDesign:
     """The design of Chen et al.'s Table 1 at central budget ``epsilon`` (other StratifiedDesign options
     pass through)."""
-    options.setdefault("name", f"Chen et al. Table 1, {mechanism if isinstance(mechanism, str) else 'custom'}, "
-                               f"epsilon = {epsilon:g}")
-    return StratifiedDesign(**CHEN_TABLE1, epsilon=epsilon, mechanism=mechanism, objective=objective, **options)
+    name = options.pop("name", None)
+    model = StratifiedDesign(**CHEN_TABLE1, epsilon=epsilon, mechanism=mechanism, objective=objective, **options)
+    model.name = (f"Chen et al. Table 1, {model.mechanism.name}, epsilon = {model.epsilon:g}" if name is None
+                  else str(name))
+    return model
 
 
 def chen_section52(epsilon: float = 1.0, mechanism="laplace", objective="mean", **options) -> StratifiedDesign:
     """The three-stratum design of Chen et al. §5.2 (Figures 5 and 6) at central budget ``epsilon``."""
-    options.setdefault("name", f"Chen et al. §5.2, epsilon = {epsilon:g}")
-    return StratifiedDesign(**CHEN_SECTION52, epsilon=epsilon, mechanism=mechanism, objective=objective, **options)
+    name = options.pop("name", None)
+    model = StratifiedDesign(**CHEN_SECTION52, epsilon=epsilon, mechanism=mechanism, objective=objective, **options)
+    model.name = f"Chen et al. §5.2, epsilon = {model.epsilon:g}" if name is None else str(name)
+    return model
 
 
 def chen_section54(k: int, total: int, epsilon: float = 1.0, mechanism: str = "laplace",

@@ -320,16 +320,15 @@ def test_epsilon_outside_the_supported_range_is_refused(eps):
     """Issue 14 item 5: ε = 1e-8 and 1e-10 gave 'optimal' designs that one exchange improves, ε ≤ 1e-155 an
     infinite objective labelled optimal. The stratified family now refuses ε outside [1e-6, 700]."""
     with pytest.raises(ValueError, match=r"epsilon must be in \[1e-06, 700\]"):
-        StratifiedDesign([7000, 8000, 9000, 10000], [0.08, 0.08 ** 2, 0.08 ** 3, 0.08 ** 4], 200, eps)
+        dpopt.datasets.chen_table1(epsilon=eps)
 
 
 @pytest.mark.parametrize("eps", [1e-6, 700.0])
 def test_epsilon_at_the_edges_is_exact(eps):
     """At both edges of the range the exact answer passes a brute-force exchange check (every one-unit
     exchange, evaluated from the plain formula)."""
-    N = np.array([7000, 8000, 9000, 10000])
-    s2 = np.array([0.08, 0.08 ** 2, 0.08 ** 3, 0.08 ** 4])
-    d = StratifiedDesign(N, s2, 200, eps)
+    d = dpopt.datasets.chen_table1(epsilon=eps)
+    N, s2 = d.N, d.sigma2
     sol = d.solve()
     assert sol.status == dpopt.Status.OPTIMAL and np.isfinite(sol.objective)
 

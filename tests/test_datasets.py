@@ -30,6 +30,9 @@ def test_chen_settings_are_read_only_and_build_models():
     assert np.array_equal(m.N, same.N) and np.array_equal(m.sigma2, same.sigma2)
     s52 = datasets.chen_section52(epsilon=2.0)
     assert s52.N.tolist() == list(datasets.CHEN_SECTION52["N"]) and s52.total == 200
+    assert "epsilon = 2" in s52.name and datasets.chen_table1(name="mine").name == "mine"
+    with pytest.raises(TypeError, match="epsilon"):          # bad input is named by the model's validator
+        datasets.chen_table1(epsilon="one")
 
 
 def test_old_names_still_import():
