@@ -20,7 +20,10 @@ from .models.sample_size import (SampleSizeProgram, amplified_nominal_epsilon, e
 from .models.sample_size_study import SampleSizeStudy
 from .registry import available_backends
 from .result import Certificate, CertificateKind, Solution, Status
-from .simulate.hierarchy import monte_carlo, release
+from .simulate.hierarchy import monte_carlo
+# dpopt.release is the OpenDP release package; called as a function it still runs the Monte Carlo
+# simulator it used to name, with a DeprecationWarning (see dpopt/release/__init__.py)
+from . import release  # noqa: E402
 from .simulate.sample_size import simulate_sample_size, smooth_sensitivity_median
 
 

@@ -372,3 +372,17 @@ def test_hierarchy_budgets_never_exceed_the_total_exactly():
     assert sum(Fraction(float(e)) for e in model.make_feasible(over)) <= Fraction(0.1)
     rel = release_hierarchy(people, sol, ledger=PrivacyLedger(0.1))
     assert rel.epsilon_spent <= 0.1
+
+
+def test_dpopt_release_is_the_package_and_the_old_call_warns():
+    """``dpopt.release`` used to be the Monte Carlo simulator; importing the package used to flip the
+    attribute from that function to the module. It is now always the package, and calling it still runs
+    the simulator with a DeprecationWarning."""
+    import dpopt
+    import dpopt.release as pkg
+    from dpopt.simulate.hierarchy import release as simulate
+    assert dpopt.release is pkg and callable(pkg.release_stratified)
+    h = dpopt.toy_hierarchy()
+    with pytest.warns(DeprecationWarning, match="dpopt.simulate.hierarchy.release"):
+        old = dpopt.release(h, [0.3, 0.3, 0.4], 11)
+    assert all(np.array_equal(a, b) for a, b in zip(old, simulate(h, [0.3, 0.3, 0.4], 11)))
