@@ -71,6 +71,10 @@ def test_labels_survive_into_reports_and_tables():
     assert "Los Angeles" in m.report(sol)
     table = pd.DataFrame(design_table(m, sol.n))
     assert table["stratum"].tolist() == ["Los Angeles", "San Diego"] and table["n"].sum() == 4
+    assert table["N"].tolist() == [5, 4] and np.allclose(table["sampling"] + table["noise"],
+                                                         m.variance_breakdown(sol.n)["sampling"]
+                                                         + m.variance_breakdown(sol.n)["noise"])
+    assert sol.to_frame().index.tolist() == ["Los Angeles", "San Diego"]
     # integer strata codes stay readable: pandas turns an int column with NaN-free values into ints
     m2 = StratifiedDesign.from_frame({"s": [3, 3, 1, 1], "y": [1.0, 2, 3, 5]}, "s", "y", total=2, epsilon=1.0)
     assert m2.labels == ["1", "3"]
