@@ -32,25 +32,27 @@ _DESCRIPTION = "dpopt's own exact solvers (no external solver needed)"
 _SLACK = 1e-12
 
 
-def _scan(model: SampleSizeProgram, chunk: int = 1 << 20):
+def _scan(model: SampleSizeProgram, chunk: int = 1 << 20, deadline: float = np.inf):
     best_n, best_v, evals = 0, np.inf, 0
-    for start in range(1, model.N + 1, chunk):
+    for start in range(model.n_min, model.N + 1, chunk):
+        if best_n and time.perf_counter() > deadline:
+            return best_n, best_v, evals, False
         n = np.arange(start, min(model.N, start + chunk - 1) + 1, dtype=float)
         v = model.variance(n)
         evals += n.size
         i = int(np.argmin(v))
         if v[i] < best_v:
             best_n, best_v = int(n[i]), float(v[i])
-    return best_n, best_v, evals
+    return best_n, best_v, evals, True
 
 
 def _bnb(model: SampleSizeProgram, branching: int = 16, leaf: int = 64, deadline: float = np.inf):
     N = model.N
-    cand = np.array([1.0, float(N)])
+    cand = np.array([float(model.n_min), float(N)])
     vals = model.variance(cand)
     i = int(np.argmin(vals))
     best_n, best_v = int(cand[i]), float(vals[i])
-    a = np.array([1.0])
+    a = np.array([float(model.n_min)])
     b = np.array([float(N)])
     pruned_lb = np.inf
     evals, rounds, max_live = 2, 0, 1
@@ -123,11 +125,14 @@ def solve_exact(model: SampleSizeProgram, method: str = "auto", scan_limit: int 
     method : ``"auto"`` (scan when N ≤ 4096 or no bound is available, else branch and bound),
         ``"bnb"`` or ``"scan"``.
     scan_limit : largest N a scan may cover (a callable without trend and larger N is ``unsupported``).
+    branching, leaf : pieces per split and the interval length evaluated point by point (integers ≥ 2, ≥ 1).
+    time_limit : seconds; both methods stop at it with the best point so far (status ``time_limit``).
+    The search covers n_min ≤ n ≤ N (δ_n ≤ 1).
     """
-    if method not in ("auto", "bnb", "scan"):
-        raise V.InvalidOption(f"method must be 'auto', 'bnb' or 'scan', got {method!r}")
-    if int(branching) < 2 or int(leaf) < 1:
-        raise V.InvalidOption("branching must be >= 2 and leaf >= 1")
+    method = V.option(V.choice, "method", method, allowed=("auto", "bnb", "scan"))
+    scan_limit = V.count("scan_limit", scan_limit)
+    branching = V.count("branching", branching, minimum=2)
+    leaf = V.count("leaf", leaf)
     t0 = time.perf_counter()
     deadline = np.inf if time_limit is None else t0 + float(time_limit)
     use_scan = method == "scan" or (method == "auto" and (model.N <= 4096 or not model.bounded))
@@ -140,13 +145,18 @@ def solve_exact(model: SampleSizeProgram, method: str = "auto", scan_limit: int 
             return Solution(status=Status.UNSUPPORTED, backend="exact", model="SampleSizeProgram",
                             message=(f"a scan over N = {model.N} exceeds scan_limit = {scan_limit}; declare "
                                      "sensitivity_trend for the callable (branch and bound) or raise scan_limit"))
-        n_star, v_star, evals = _scan(model)
+        n_star, v_star, evals, done = _scan(model, deadline=deadline)
+        if not done:
+            return model.make_solution(n_star, status=Status.TIME_LIMIT, backend="exact", solver="scan",
+                                       message=f"time limit reached after {evals} of "
+                                               f"{model.N - model.n_min + 1} sample sizes; best point so far",
+                                       extra={"method": "scan", "evaluations": evals})
         cert = Certificate(kind="scan", optimal=True, lower_bound=v_star, gap=0.0,
-                           message=f"all {model.N} sample sizes evaluated")
+                           message=f"all {evals} feasible sample sizes evaluated")
         return model.make_solution(n_star, backend="exact", solver="scan", certificate=cert,
                                    extra={"method": "scan", "evaluations": evals})
     try:
-        n_star, v_star, lb, evals, rounds, live, why = _bnb(model, int(branching), int(leaf), deadline)
+        n_star, v_star, lb, evals, rounds, live, why = _bnb(model, branching, leaf, deadline)
     except _TrendError as exc:
         return Solution(status=Status.ERROR, backend="exact", model="SampleSizeProgram", message=str(exc))
     gap = max(0.0, (v_star - lb) / v_star) if v_star > 0 else 0.0

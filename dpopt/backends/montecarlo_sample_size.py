@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from .. import _validate as V
 from ..models.sample_size_study import SampleSizeStudy
 from ..registry import register
 from ..result import Solution, Status
@@ -22,6 +23,11 @@ from ..simulate.sample_size import simulate_sample_size
           "Monte Carlo over SRS draws on a grid of rates (an estimate with standard errors, never 'optimal')")
 def solve_study(model: SampleSizeStudy, draws: int | None = None, seed: int | None = None,
                 progress: bool = False) -> Solution:
+    """Options: ``draws`` (SRS samples per rate, ≥ 2; default the model's), ``seed`` (integer ≥ 0),
+    ``progress`` (a progress bar on stderr)."""
+    draws = None if draws is None else V.count("draws", draws, minimum=2, maximum=10**9)
+    seed = None if seed is None else V.count("seed", seed, minimum=0)
+    progress = V.option(V.flag, "progress", progress)
     res = simulate_sample_size(model.population, [model.epsilon], model.rates, statistic=model.statistic,
                                delta=model.delta, draws=model.draws if draws is None else draws,
                                value_range=model.value_range, seed=model.seed if seed is None else seed,

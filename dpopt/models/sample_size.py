@@ -10,7 +10,8 @@ so with the Laplace mechanism and sensitivity Δ(n) the released estimate has va
 
     V_n = (1 − n/N)·S²/n + 2·(Δ(n)/ε_n)²,      V_N = 2·(Δ(N)/ε)².
 
-:class:`SampleSizeProgram` declares ``min_n V_n`` over the integers ``1 ≤ n ≤ N``; backends
+:class:`SampleSizeProgram` declares ``min_n V_n`` over the integers ``n_min ≤ n ≤ N`` (``n_min`` = ⌈N·δ⌉,
+where δ_n ≤ 1 starts; 1 when δ = 0); backends
 (``exact``: interval branch and bound or a vectorised scan; ``pyomo``: SCIP; ``scipy``: bounded
 scalar search + rounding) solve it. The module also offers the paper's analysis functions: the noise
 ratio r(ε, n/N) (eq. 8), the q-bound (eq. 5) and its inverse, and the "no gain" bound.
@@ -175,7 +176,7 @@ class SampleSizeProgram(Model):
     N : population size (integer, 1 ≤ N ≤ 2**53)
     S2 : population variance S² (≥ 0)
     epsilon : central ε > 0 every population member must receive
-    delta : central δ in [0, 1); the release at n spends δ_n = N·δ/n, which must be ≤ 1 at the optimum
+    delta : central δ in [0, 1); the release at n spends δ_n = N·δ/n ≤ 1, so only n ≥ N·δ is feasible (``n_min``)
     sensitivity : ``"mean"`` (Δ(n) = R/n, needs ``value_range``), a positive number, or a callable n → Δ(n)
     value_range : R, the known range of the values (only with ``sensitivity="mean"``)
     sensitivity_trend : for a callable: ``"nonincreasing"`` / ``"nondecreasing"`` in n, or None (unknown)
@@ -183,13 +184,11 @@ class SampleSizeProgram(Model):
 
     def __init__(self, N, S2, epsilon, delta=0.0, sensitivity="mean", value_range=None,
                  sensitivity_trend=None, name=""):
-        self.N = V.integer("N", N, minimum=1)
-        if self.N > MAX_N:
-            raise ValueError(f"N must be <= 2**53, got {self.N}")
+        self.N = V.integer("N", N, minimum=1, maximum=MAX_N)
         self.S2 = V.real("S2", S2)
         if self.S2 < 0:
             raise ValueError(f"S2 (population variance) must be >= 0, got {self.S2:g}")
-        self.epsilon = V.positive("epsilon", epsilon)
+        self.epsilon = V.epsilon("epsilon", epsilon)
         self.delta = V.probability("delta", delta)
         self.value_range = None
         self.sensitivity_trend = None
@@ -219,6 +218,29 @@ class SampleSizeProgram(Model):
         if self.kind != "callable" and sensitivity_trend is not None:
             raise ValueError("sensitivity_trend is only used with a callable sensitivity")
         self.name = str(name)
+        if self.kind != "callable":
+            # both parts of V_n are largest at n = 1 (sampling term decreasing; noise term decreasing for
+            # 'mean', increasing only through eps_n for a constant Delta), so a finite V_1 bounds them all
+            with np.errstate(over="ignore"):
+                v1 = float(self.sampling_variance(1.0) + self.noise_variance(1.0))
+            if not math.isfinite(v1):
+                raise ValueError(f"V_n overflows double precision at n = 1 (S2 = {self.S2:g}, "
+                                 f"{'value_range' if self.kind == 'mean' else 'sensitivity'} too large for "
+                                 f"epsilon = {self.epsilon:g}); rescale the data")
+
+    @property
+    def n_min(self) -> int:
+        """Smallest feasible sample size: the release at n spends δ_n = N·δ/n, which must be ≤ 1, so
+        n ≥ N·δ (1 when δ = 0). Every backend searches [n_min, N]."""
+        if self.delta == 0:
+            return 1
+        n = min(self.N, max(1, math.ceil(self.N * self.delta)))
+        for _ in range(4):      # agree with delta_n's own rounding of N·δ/n
+            if n > 1 and self.N * self.delta / (n - 1) <= 1.0:
+                n -= 1
+            elif self.N * self.delta / n > 1.0 and n < self.N:
+                n += 1
+        return n
 
     def __repr__(self) -> str:
         if self.kind == "mean":
@@ -232,7 +254,7 @@ class SampleSizeProgram(Model):
 
     # ------------------------------------------------------------------ the math (vectorised in n)
     def _n(self, n) -> np.ndarray:
-        x = np.asarray(n, dtype=float)
+        x = V._as_float_array("n", n)
         if not np.all(np.isfinite(x)) or np.any(x < 1) or np.any(x > self.N):
             raise ValueError(f"n must satisfy 1 <= n <= N = {self.N}")
         return x
@@ -347,10 +369,12 @@ class SampleSizeProgram(Model):
             raise ValueError(f"n* = {n_star} outside [1, N]")
         dn = float(self.delta_n(n_star))
         if dn > 1.0:
-            raise ValueError(f"delta_n = N*delta/n = {dn:.6g} > 1 at the optimum n* = {n_star} "
-                             f"(N = {self.N}, delta = {self.delta:g}): the sample cannot carry the (epsilon, "
-                             f"delta) target; use delta <= n*/N = {n_star / self.N:.6g} (typically delta << 1/N)")
+            raise ValueError(f"delta_n = N*delta/n = {dn:.6g} > 1 at n = {n_star} (N = {self.N}, delta = "
+                             f"{self.delta:g}): the sample cannot carry the (epsilon, delta) target; feasible "
+                             f"sample sizes are n >= n_min = {self.n_min}")
         vn = float(self.variance(n_star))
+        if not math.isfinite(vn):
+            raise ValueError(f"V_n = {vn} at n = {n_star} is not finite (a callable sensitivity too large?)")
         vN = self.V_N
         details = {
             "n_star": n_star, "rate": n_star / self.N, "V_n": vn, "V_N": vN,

@@ -36,11 +36,11 @@ class SampleSizeStudy(Model):
     def __init__(self, population, epsilon, rates=(0.01, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9),
                  statistic: str = "median", delta=None, draws: int = 1000, seed: int = 0,
                  value_range=None, name: str = ""):
-        self.population = np.sort(V.vector("population", population))
-        if self.population.size < 2:
-            raise ValueError("population must hold at least 2 values")
+        from ..simulate.sample_size import VALUE_MAX, check_population
+
+        self.population = check_population(population)
         self.N = int(self.population.size)
-        self.epsilon = V.positive("epsilon", epsilon)
+        self.epsilon = V.epsilon("epsilon", epsilon)
         self.rates = np.unique(V.positive_vector("rates", np.atleast_1d(np.asarray(rates, dtype=float))))
         if np.any(self.rates >= 1):
             raise ValueError(f"rates must be in (0, 1) (rate 1, the population release, is always compared), "
@@ -55,6 +55,15 @@ class SampleSizeStudy(Model):
         self.draws = V.integer("draws", draws, minimum=2)
         self.seed = V.integer("seed", seed, minimum=0)
         self.value_range = None if value_range is None else V.positive("value_range", value_range)
+        if self.value_range is not None and self.value_range > 2 * VALUE_MAX:
+            raise ValueError(f"value_range must be <= {2 * VALUE_MAX:g}, got {self.value_range:g}")
+        if self.value_range is not None and self.statistic != "mean":
+            raise ValueError("value_range is only used with statistic='mean'")
+        if self.population[0] == self.population[-1] and self.value_range is None:
+            raise ValueError("population is constant (every value equal): the statistic's sensitivity is 0 and "
+                             "every release is exact, so there is nothing to study"
+                             + (" (give value_range, the known range of the values, to study the mean)"
+                                if self.statistic == "mean" else ""))
         self.name = str(name)
 
     def __repr__(self) -> str:

@@ -13,9 +13,45 @@ conditioned. Discrete Laplace has ``remainder = h(ε/Δ)`` with ``h(t) = 1/(2 si
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .. import _validate as V
+
+
+def _budget(epsilon) -> np.ndarray:
+    """A nominal budget (scalar or array) as floats, finite and > 0 (raises ValueError naming epsilon)."""
+    eps = V._as_float_array("epsilon", epsilon)
+    if not np.all(np.isfinite(eps)) or np.any(eps <= 0):
+        raise ValueError(f"epsilon must be finite and > 0, got {epsilon!r}")
+    return eps
+
+
+def _scale(sensitivity) -> float:
+    return V.positive("sensitivity", sensitivity)
+
+
+def _checked_variance(fn):
+    """Wrap a user mechanism's ``variance``: a NaN, infinite or negative variance is refused (it would make
+    every objective meaningless), naming the mechanism and the budget."""
+    @functools.wraps(fn)
+    def variance(self, epsilon, sensitivity=1.0):
+        out = fn(self, epsilon, sensitivity)
+        try:
+            arr = np.asarray(out, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"mechanism {self.name!r}: variance() must return numbers, got "
+                             f"{type(out).__name__}") from None
+        bad = ~np.isfinite(arr) | (arr < 0)
+        if np.any(bad):
+            eps = np.broadcast_to(np.asarray(epsilon, dtype=float), arr.shape)
+            j = int(np.flatnonzero(bad.ravel())[0])
+            raise ValueError(f"mechanism {self.name!r}: variance must be finite and >= 0, got "
+                             f"{float(arr.ravel()[j])!r} at epsilon = {eps.ravel()[j]:g} (sensitivity {sensitivity!r})")
+        return out
+    variance._dpopt_checked = True
+    return variance
 
 # Taylor coefficients of h(t) in powers t^0, t^2, t^4, ... (from the Laurent series of 1/sinh²).
 _H_COEF = np.array([-1 / 6, 1 / 120, -1 / 3024, 1 / 86400, -1 / 2661120, 691 / 59439744000,
@@ -63,6 +99,33 @@ class Mechanism:
     name = "custom"
     laplace_part = False
     has_remainder = True   # False only when the variance is exactly the Laplace part
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        fn = cls.__dict__.get("variance")
+        # a user's variance is checked on every evaluation (the built-in ones are proven finite and > 0)
+        if fn is not None and cls.__module__ != __name__ and not getattr(fn, "_dpopt_checked", False):
+            cls.variance = _checked_variance(fn)
+
+    def probe(self) -> None:
+        """Evaluate :meth:`variance` on budgets across the supported range (sensitivity 1); raises ValueError
+        when it fails or is NaN, infinite or negative there. Models call it for user mechanisms."""
+        grid = np.geomspace(V.EPS_MIN, V.EPS_MAX, 41)
+        try:
+            out = np.asarray(self.variance(grid, 1.0), dtype=float)
+        except ValueError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a user's code: report what failed
+            raise ValueError(f"mechanism {self.name!r}: variance(epsilon array, sensitivity) failed: "
+                             f"{type(exc).__name__}: {exc}") from None
+        if out.shape != grid.shape:
+            raise ValueError(f"mechanism {self.name!r}: variance must be vectorised over epsilon (one value per "
+                             f"budget), got shape {out.shape} for {grid.size} budgets")
+        bad = ~np.isfinite(out) | (out < 0)
+        if np.any(bad):
+            j = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"mechanism {self.name!r}: variance must be finite and >= 0, got {float(out[j])!r} "
+                             f"at epsilon = {grid[j]:g}")
 
     def check_sensitivity(self, sensitivity) -> float:
         return V.positive("sensitivity", sensitivity)
@@ -125,8 +188,8 @@ class Laplace(Mechanism):
     has_remainder = False
 
     def variance(self, epsilon, sensitivity=1.0):
-        eps = np.asarray(epsilon, dtype=float)
-        return 2.0 * (sensitivity / eps) ** 2
+        eps = _budget(epsilon)
+        return 2.0 * (_scale(sensitivity) / eps) ** 2
 
     def remainder(self, epsilon, sensitivity=1.0):
         return np.zeros_like(np.asarray(epsilon, dtype=float))
@@ -140,7 +203,7 @@ class Laplace(Mechanism):
 
     def sample(self, epsilon, sensitivity=1.0, size=None, rng=None):
         rng = np.random.default_rng(rng)
-        return rng.laplace(0.0, sensitivity / np.asarray(epsilon, dtype=float), size=size)
+        return rng.laplace(0.0, _scale(sensitivity) / _budget(epsilon), size=size)
 
 
 class DiscreteLaplace(Mechanism):
@@ -156,7 +219,7 @@ class DiscreteLaplace(Mechanism):
         return d
 
     def variance(self, epsilon, sensitivity=1.0):
-        t = np.asarray(epsilon, dtype=float) / sensitivity
+        t = _budget(epsilon) / _scale(sensitivity)
         # 2p/(1-p)^2 with p = e^{-t}, written with expm1 to stay exact for small t
         return 2.0 * np.exp(-t) / np.expm1(-t) ** 2
 
@@ -194,7 +257,7 @@ class DiscreteLaplace(Mechanism):
 
     def sample(self, epsilon, sensitivity=1.0, size=None, rng=None):
         rng = np.random.default_rng(rng)
-        t = np.asarray(epsilon, dtype=float) / sensitivity
+        t = _budget(epsilon) / self.check_sensitivity(sensitivity)
         success = -np.expm1(-t)  # 1 - p
         # difference of two iid geometrics on {0,1,...} is discrete Laplace
         return rng.geometric(success, size=size) - rng.geometric(success, size=size)
@@ -228,10 +291,12 @@ MECHANISMS: dict[str, type[Mechanism]] = {"laplace": Laplace, "dlap": DiscreteLa
 
 def get_mechanism(mechanism) -> Mechanism:
     """A mechanism instance from a name (``"laplace" | "dlap" | "tulap"``) or a :class:`Mechanism`."""
-    if isinstance(mechanism, Mechanism):
-        return mechanism
     if isinstance(mechanism, type) and issubclass(mechanism, Mechanism):
-        return mechanism()
+        mechanism = mechanism()
+    if isinstance(mechanism, Mechanism):
+        if type(mechanism) not in MECHANISMS.values():
+            mechanism.probe()
+        return mechanism
     key = V.choice("mechanism", mechanism, tuple(MECHANISMS))
     return MECHANISMS[key]()
 
@@ -240,8 +305,5 @@ def noise_variance(mechanism, epsilon, sensitivity=1.0):
     """Noise variance of ``mechanism`` at nominal budget ``epsilon`` (validated)."""
     mech = get_mechanism(mechanism)
     d = mech.check_sensitivity(sensitivity)
-    eps = np.asarray(epsilon, dtype=float)
-    if not np.all(np.isfinite(eps)) or np.any(eps <= 0):
-        raise ValueError(f"epsilon must be finite and > 0, got {epsilon!r}")
-    out = mech.variance(eps, d)
+    out = mech.variance(_budget(epsilon), d)
     return out[()] if np.ndim(out) == 0 else out

@@ -31,6 +31,21 @@ from .. import _validate as V
 from ..privacy.amplification import nominal_epsilon
 
 STATISTICS = ("mean", "median")
+#: largest |value| of a population: squared errors and noise variances (up to (2·range/ε)², ε ≥ 1e-6)
+#: then stay inside double precision
+VALUE_MAX = 1e100
+
+
+def check_population(population, name: str = "population") -> np.ndarray:
+    """Sorted finite values, at least 2, |value| ≤ VALUE_MAX (raises ValueError/TypeError naming ``name``)."""
+    pop = np.sort(V.vector(name, population))
+    if pop.size < 2:
+        raise ValueError(f"{name} must hold at least 2 values, got {pop.size}")
+    big = float(np.max(np.abs(pop)))
+    if big > VALUE_MAX:
+        raise ValueError(f"{name} values must lie within ±{VALUE_MAX:g} (squared errors would overflow "
+                         f"double precision), got |value| up to {big:g}; rescale the data")
+    return pop
 
 
 # ---------------------------------------------------------------------------------- populations
@@ -196,14 +211,18 @@ def simulate_sample_size(population, epsilons, rates, statistic: str = "median",
     bounds : (lower, upper) padding of the smooth sensitivity (default population min and max)
     seed : anything ``numpy.random.default_rng`` accepts; progress : progress bar on stderr
     """
-    pop = np.sort(V.vector("population", population))
+    pop = check_population(population)
     N = pop.size
     stat = V.choice("statistic", statistic, STATISTICS)
-    eps = V.positive_vector("epsilons", np.atleast_1d(epsilons))
+    eps = V.vector("epsilons", np.atleast_1d(epsilons))
+    for e in eps:
+        V.epsilon("epsilons", float(e))
     r = V.positive_vector("rates", np.atleast_1d(rates))
     if np.any(r > 1):
         raise ValueError("rates must be in (0, 1]")
     draws = V.integer("draws", draws, minimum=1)
+    progress = V.flag("progress", progress)
+    max_batch_elements = V.integer("max_batch_elements", max_batch_elements, minimum=1)
     n = np.clip(np.round(r * N), 1, N).astype(np.int64)
     rng = np.random.default_rng(seed)
     E, Rn = eps.size, r.size
@@ -212,6 +231,11 @@ def simulate_sample_size(population, epsilons, rates, statistic: str = "median",
     prog = _Progress(E * (Rn + 1), progress)
     if stat == "mean":
         R = float(pop[-1] - pop[0]) if value_range is None else V.positive("value_range", value_range)
+        if R == 0:
+            raise ValueError("population is constant (max = min), so the mean's sensitivity R/n is 0 and every "
+                             "release is exact; give value_range (the known range of the values) to study it")
+        if R > 2 * VALUE_MAX:
+            raise ValueError(f"value_range must be <= {2 * VALUE_MAX:g}, got {R:g}")
         theta = float(np.mean(pop))
         d = 0.0 if delta is None else V.probability("delta", delta)
     else:
@@ -219,9 +243,18 @@ def simulate_sample_size(population, epsilons, rates, statistic: str = "median",
         d = 1.0 / (2 * N) if delta is None else V.probability("delta", delta)
         if d <= 0:
             raise ValueError("the smooth-sensitivity median needs delta > 0")
-        lo, hi = (float(pop[0]), float(pop[-1])) if bounds is None else (float(bounds[0]), float(bounds[1]))
+        if bounds is None:
+            lo, hi = float(pop[0]), float(pop[-1])
+        else:
+            b = V.vector("bounds", bounds, length=2)
+            lo, hi = float(b[0]), float(b[1])
         if lo > pop[0] or hi < pop[-1]:
             raise ValueError("bounds must contain every population value")
+        if hi == lo:
+            raise ValueError("population is constant and bounds = (min, max) has zero width: the median's smooth "
+                             "sensitivity is 0 and every release is exact; give wider bounds to study it")
+        if max(abs(lo), abs(hi)) > VALUE_MAX:
+            raise ValueError(f"bounds must lie within ±{VALUE_MAX:g}, got {(lo, hi)}")
     for ie, e in enumerate(eps):
         # population release
         if stat == "mean":
