@@ -8,6 +8,7 @@ A backend that has no entry for a model class is reported as ``unsupported`` on 
 from __future__ import annotations
 
 import inspect
+import math
 import time
 from importlib import import_module
 from typing import Any, Callable
@@ -75,20 +76,53 @@ def option_parameter(model, backend: str, task: str, option: str) -> inspect.Par
     return p
 
 
+# the common options (docs/api.md): one rule each, checked before any handler runs
+_COMMON = {"time_limit": V.time_limit, "rel_gap": V.rel_gap, "verbose": V.verbose}
+
+
+def _check_common(options: dict[str, Any]) -> dict[str, Any]:
+    out = dict(options)
+    for key, check in _COMMON.items():
+        if key in out:
+            out[key] = check(out[key])
+    if "solver_options" in out and out["solver_options"] is not None:
+        out["solver_options"] = V.solver_options(out["solver_options"])
+    return out
+
+
+def _known_options(backend: str) -> set[str]:
+    """Every keyword any handler of ``backend`` names (for any model class or task)."""
+    names: set[str] = set()
+    for (b, _cls, _task), fn in _HANDLERS.items():
+        if b == backend:
+            params = list(inspect.signature(fn).parameters.values())[1:]
+            names.update(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+    return names
+
+
 def dispatch(model, backend: str, task: str, options: dict[str, Any]) -> Solution:
-    """Run ``backend`` on ``model``; never raises for solver faults (they become a status)."""
+    """Run ``backend`` on ``model``; never raises for solver faults (they become a status).
+
+    Raises for the caller's mistakes: a backend that is not a registered name (``""`` included), an option
+    no handler of that backend knows, a bad value of a common option (even when the backend cannot run this
+    model: the call is then ``unsupported`` only after its options passed), or a bad value a handler rejects
+    (:class:`~dpopt._validate.InvalidOption`). A returned point whose objective is not finite is never
+    ``optimal`` or ``feasible``: it becomes ``error`` with the reason."""
     _load()
     if not isinstance(backend, str):
-        raise TypeError(f"backend must be a string, got {type(backend).__name__}")
+        raise TypeError(f"backend must be a string (one of {', '.join(sorted(_BACKENDS))}), "
+                        f"got {type(backend).__name__}")
     if backend not in _BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; available: {', '.join(sorted(_BACKENDS))}")
+    options = _check_common(options)
     fn = _find(backend, model, task)
     name = type(model).__name__
     if fn is None:
+        unknown = sorted(set(options) - _known_options(backend))
+        if unknown:
+            raise TypeError(f"backend {backend!r} has no option {', '.join(map(repr, unknown))}")
         return Solution(status=Status.UNSUPPORTED, backend=backend, model=name,
                         message=f"backend {backend!r} cannot {task} a {name}")
-    if "time_limit" in options:      # one rule for every backend: finite seconds > 0, or None
-        options = {**options, "time_limit": V.time_limit(options["time_limit"])}
     try:
         inspect.signature(fn).bind(model, **options)
     except TypeError as exc:
@@ -103,6 +137,31 @@ def dispatch(model, backend: str, task: str, options: dict[str, Any]) -> Solutio
     sol.wall_time = sol.wall_time or (time.perf_counter() - t0)
     sol.backend = sol.backend or backend
     sol.model = sol.model or name
+    return _refuse_non_finite(sol)
+
+
+def _refuse_non_finite(sol: Solution) -> Solution:
+    """A point reported with a NaN or infinite objective is not an answer: status error, point moved to
+    ``details['rejected_point']``."""
+    has_point = sol.n is not None or sol.x is not None
+    claims = sol.status in (Status.OPTIMAL, Status.FEASIBLE) or (sol.status == Status.TIME_LIMIT and has_point)
+    try:
+        finite = math.isfinite(float(sol.objective))
+    except (TypeError, ValueError):
+        finite = False
+    if not claims or finite:
+        return sol
+    sol.details["rejected_point"] = sol.point
+    sol.details["rejected_status"] = sol.status.value
+    reason = (f"the objective at the returned point is {sol.objective!r} (not finite: overflow or a NaN in the "
+              f"model's data or mechanism), so the point is not an answer")
+    sol.message = f"{reason}; {sol.message}" if sol.message else reason
+    sol.status = Status.ERROR
+    sol.n = sol.x = None
+    if "epsilon" in getattr(sol, "__dataclass_fields__", {}):
+        sol.epsilon = None
+    if sol.certificate is not None:
+        sol.certificate.optimal = False
     return sol
 
 

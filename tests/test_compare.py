@@ -101,7 +101,7 @@ def test_compare_keeps_pyomo_solver_variants_for_stratified():
 
 
 def test_compare_passes_time_limit_only_to_named_parameters(monkeypatch):
-    """A handler's **kwargs catch-all (cvxpy's solver options for importance sampling) does not take time_limit."""
+    """time_limit goes only to handlers that name it (cvxpy's importance handler now names and honours it)."""
     from dpopt import modelfile, registry
     seen = {}
     real = registry.dispatch
@@ -113,7 +113,7 @@ def test_compare_passes_time_limit_only_to_named_parameters(monkeypatch):
     monkeypatch.setattr(registry, "dispatch", spy)
     m = modelfile.load(MODELS_DIR / "fay_laplace_sum.toml")[0]
     res = compare(m, time_limit=5, progress=False)
-    assert "time_limit" not in seen["cvxpy"]
+    assert seen["cvxpy"]["time_limit"] == 5
     assert all(s.status == dpopt.Status.OPTIMAL for s in res), [(s.backend, s.message) for s in res]
     compare(_hierarchy(), backends="exact", time_limit=5, progress=False)
     assert seen["exact"]["time_limit"] == 5                       # exact (hierarchy) names time_limit

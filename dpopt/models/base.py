@@ -18,10 +18,10 @@ class Model:
     default_backend = "exact"
 
     def solve(self, backend: str | None = None, **options) -> Solution:
-        return registry.dispatch(self, backend or self.default_backend, "solve", options)
+        return registry.dispatch(self, self.default_backend if backend is None else backend, "solve", options)
 
     def relax(self, backend: str | None = None, **options) -> Solution:
-        return registry.dispatch(self, backend or self.default_backend, "relax", options)
+        return registry.dispatch(self, self.default_backend if backend is None else backend, "relax", options)
 
     def backends(self, task: str = "solve") -> list[str]:
         """Names of the backends able to run ``task`` on this model."""

@@ -303,16 +303,27 @@ def _table_records(rows, id_col, parent_col, count_col, level_col):
 
     if isinstance(rows, (str, Path)):
         path = Path(rows)
-        with path.open(newline="") as fh:
-            reader = csv.DictReader(fh)
-            need = [id_col, parent_col, count_col] + ([level_col] if level_col else [])
-            missing = [c for c in need if c not in (reader.fieldnames or [])]
-            if missing:
-                raise ValueError(f"{path}: missing column(s) {missing}; found {reader.fieldnames}")
-            return [rec(r[id_col], r[parent_col], r[count_col], r.get(level_col) if level_col else None,
-                        f"{path} row {i + 2}") for i, r in enumerate(reader)]
+        try:
+            with path.open(newline="") as fh:
+                reader = csv.DictReader(fh)
+                need = [id_col, parent_col, count_col] + ([level_col] if level_col else [])
+                missing = [c for c in need if c not in (reader.fieldnames or [])]
+                if missing:
+                    raise ValueError(f"{path}: missing column(s) {missing}; found {reader.fieldnames}")
+                out = [rec(r[id_col], r[parent_col], r[count_col], r.get(level_col) if level_col else None,
+                           f"{path} row {i + 2}") for i, r in enumerate(reader)]
+        except UnicodeDecodeError:
+            raise ValueError(f"tree table {path}: not a UTF-8 text (CSV) file") from None
+        except OSError as exc:
+            raise ValueError(f"tree table {path}: cannot read it ({exc.strerror or type(exc).__name__})") from None
+        if not out:
+            raise ValueError(f"tree table {path}: the table has no rows (a header only)")
+        return out
     if hasattr(rows, "to_dict") and hasattr(rows, "columns"):   # pandas DataFrame
         rows = rows.to_dict("records")
+    if isinstance(rows, (dict, bytes)) or not hasattr(rows, "__iter__"):
+        raise TypeError(f"rows must be a CSV path, a pandas DataFrame, or a list of dicts or tuples, "
+                        f"got {type(rows).__name__}")
     out = []
     for i, r in enumerate(rows):
         if isinstance(r, dict):
@@ -322,6 +333,9 @@ def _table_records(rows, id_col, parent_col, count_col, level_col):
             out.append(rec(r[id_col], r[parent_col], r[count_col], r.get(level_col) if level_col else None,
                            f"row {i}"))
         else:
+            if isinstance(r, (str, bytes)) or not hasattr(r, "__iter__"):
+                raise TypeError(f"row {i}: expected a dict or an (id, parent, count[, level]) tuple, "
+                                f"got {type(r).__name__}")
             r = tuple(r)
             if len(r) not in (3, 4):
                 raise ValueError(f"row {i}: expected (id, parent, count[, level]), got {len(r)} fields")
@@ -333,10 +347,16 @@ def _table_records(rows, id_col, parent_col, count_col, level_col):
 
 # =================================================================================== closed forms
 def truncated_laplace_moments(epsilon, N, sensitivity: float = 1.0) -> dict:
-    """Bias, variance and MSE of ``max(0, N + Lap(Δ/ε))`` (paper Props 1–2, eq. (3)), elementwise."""
-    eps = np.asarray(epsilon, dtype=float)
-    N = np.asarray(N, dtype=float)
-    d = float(sensitivity)
+    """Bias, variance and MSE of ``max(0, N + Lap(Δ/ε))`` (paper Props 1–2, eq. (3)), elementwise.
+
+    ε finite and > 0, counts N finite and ≥ 0, sensitivity Δ > 0 (raises ValueError/TypeError naming them)."""
+    eps = V._as_float_array("epsilon", epsilon)
+    if not np.all(np.isfinite(eps)) or np.any(eps <= 0):
+        raise ValueError(f"epsilon must be finite and > 0, got {epsilon!r}")
+    N = V._as_float_array("N", N)
+    if not np.all(np.isfinite(N)) or np.any(N < 0):
+        raise ValueError(f"N (counts) must be finite and >= 0, got {N!r}")
+    d = V.positive("sensitivity", sensitivity)
     x = eps * N / d
     e = np.exp(-x)
     s2 = (d / eps) ** 2
@@ -484,8 +504,9 @@ class HierarchyBudget(Model):
         return {"mse": mse, "bias2": b2, "variance": mse - b2, "weighted": self.weights * mse}
 
     def node_mse(self, eps, level: int) -> np.ndarray:
-        """MSE of every node of ``level`` (0-based) at budget ε."""
-        e = V.positive("epsilon", eps)
+        """MSE of every node of ``level`` (0-based, 0 ≤ level < n_levels) at budget ε."""
+        e = V.positive("epsilon", eps, upper=EPS_MAX)
+        level = V.integer("level", level, minimum=0, maximum=self.n_levels - 1)
         if self.objective_kind == "laplace-variance":
             return np.full(self._z[level].size, 2 * (self.sensitivity / e) ** 2)
         return truncated_laplace_moments(e, self.hierarchy.counts[level], self.sensitivity)["mse"]

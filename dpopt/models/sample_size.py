@@ -44,14 +44,14 @@ MAX_N = 2 ** 53
 
 # ---------------------------------------------------------------------------------- analysis
 def _rate_array(rate, name="rate"):
-    r = np.asarray(rate, dtype=float)
+    r = V._as_float_array(name, rate)
     if not np.all(np.isfinite(r)) or np.any(r <= 0) or np.any(r > 1):
         raise ValueError(f"{name} (sampling rate n/N) must be in (0, 1], got {rate!r}")
     return r
 
 
 def _eps_array(epsilon, name="epsilon"):
-    e = np.asarray(epsilon, dtype=float)
+    e = V._as_float_array(name, epsilon)
     if not np.all(np.isfinite(e)) or np.any(e <= 0):
         raise ValueError(f"{name} must be finite and > 0, got {epsilon!r}")
     return e
@@ -160,7 +160,7 @@ def no_gain_bound(epsilon, rate, sensitivity_N):
     smaller in the sample than in the population) whenever the sampling variance is at least
     ``2·Δ_N²·(ε⁻² − ε_n⁻²)``. Returns that threshold. Vectorised."""
     e = _eps_array(epsilon)
-    d = np.asarray(sensitivity_N, dtype=float)
+    d = V._as_float_array("sensitivity_N", sensitivity_N)
     if not np.all(np.isfinite(d)) or np.any(d <= 0):
         raise ValueError(f"sensitivity_N must be finite and > 0, got {sensitivity_N!r}")
     en = nominal_epsilon(e, _rate_array(rate))

@@ -13,6 +13,8 @@ import warnings
 
 import numpy as np
 
+from .. import _validate as V
+
 SCHEMES = ("srswor", "poisson")
 
 
@@ -27,14 +29,14 @@ def log_expm1(eps):
 
 
 def _check_eps(name, eps):
-    arr = np.asarray(eps, dtype=float)
+    arr = V._as_float_array(name, eps)
     if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
         raise ValueError(f"{name} must be finite and > 0, got {eps!r}")
     return arr
 
 
 def _check_rate(q):
-    arr = np.asarray(q, dtype=float)
+    arr = V._as_float_array("q (sampling rate)", q)
     if not np.all(np.isfinite(arr)) or np.any(arr <= 0) or np.any(arr > 1):
         raise ValueError(f"q (sampling rate) must be in (0, 1], got {q!r}")
     return arr
@@ -77,7 +79,7 @@ def nominal_epsilon(epsilon, q, scheme: str | None = None):
 
 def amplified_delta(delta_nominal, q):
     """delta amplifies linearly: a ``delta_nominal`` mechanism on a ``q``-subsample is ``q*delta_nominal``."""
-    d = np.asarray(delta_nominal, dtype=float)
+    d = V._as_float_array("delta_nominal", delta_nominal)
     if not np.all(np.isfinite(d)) or np.any(d < 0) or np.any(d > 1):
         raise ValueError(f"delta_nominal must be in [0, 1], got {delta_nominal!r}")
     out = _check_rate(q) * d
@@ -86,7 +88,7 @@ def amplified_delta(delta_nominal, q):
 
 def nominal_delta(delta, q):
     """Nominal delta ``delta/q`` a ``q``-subsample may spend; raises when it would exceed 1."""
-    d = np.asarray(delta, dtype=float)
+    d = V._as_float_array("delta", delta)
     if not np.all(np.isfinite(d)) or np.any(d < 0) or np.any(d >= 1):
         raise ValueError(f"delta must be in [0, 1), got {delta!r}")
     out = d / _check_rate(q)

@@ -58,6 +58,7 @@ def release(hierarchy: Hierarchy, epsilon_per_level, rng=None, consistency: bool
     L = hierarchy.n_levels
     eps = V.positive_vector("epsilon_per_level", epsilon_per_level, length=L)
     d = V.positive("sensitivity", sensitivity)
+    consistency = V.flag("consistency", consistency)
     rng = np.random.default_rng(rng)
     T = 1 if trials is None else V.integer("trials", trials, minimum=1)
     out = []
@@ -80,9 +81,14 @@ def monte_carlo(hierarchy: Hierarchy, epsilon_per_level, trials: int = 10000, se
     ``bias2`` — Σ_j (mean_j − N_j)² − var_j/T (unbiased for Σ bias²), ``variance`` — Σ_j sample variance,
     ``mse`` — their sum, with standard errors ``bias2_se``, ``variance_se``; per node ``bias`` and its
     ``bias_se``, and ``var_node`` with ``var_node_se`` (from the sample fourth moment)."""
+    if not isinstance(hierarchy, Hierarchy):
+        raise TypeError(f"hierarchy must be a dpopt.Hierarchy, got {type(hierarchy).__name__}")
     L = hierarchy.n_levels
     T = V.integer("trials", trials, minimum=2)
     batch = V.integer("batch", batch, minimum=1)
+    consistency = V.flag("consistency", consistency)
+    progress = V.flag("progress", progress)
+    V.positive_vector("epsilon_per_level", epsilon_per_level, length=L)   # fail before any draw
     rng = np.random.default_rng(seed)
     s1 = [np.zeros(c.size) for c in hierarchy.counts]       # sums of (x − N)
     s2 = [np.zeros(c.size) for c in hierarchy.counts]
