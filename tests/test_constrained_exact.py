@@ -281,7 +281,7 @@ def test_ca_schools_model_files_come_from_the_real_frame(tmp_path):
     spec.loader.exec_module(mod)
     frame = mod.county_frame()
     assert len(frame["label"]) == 45 and int(np.sum(frame["N"])) == 420
-    mod.write_models(tmp_path)
+    mod.write_models(tmp_path)   # the same writer that --models uses
     for name in CA_FILES:
         assert (tmp_path / name).read_text() == (root / "models" / name).read_text(), name
 

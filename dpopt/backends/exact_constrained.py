@@ -257,8 +257,9 @@ def _solve_dual(prog: SeparableProgram, deadline: _Deadline, tol: float = 1e-11,
                 converged=converged, infeasible=infeasible, iterations=it, f_max=dual.f_max)
 
 
-def _line_raise(dual: _Dual, lam, l, scale, q, g, x, Om, ell, max_eval: int = 200):
-    """Maximise the dual along λ_l alone (its derivative g_l decreases in λ_l): bracket then bisect."""
+def _line_raise(dual: _Dual, lam, l, scale, q, g, x, Om, ell, max_eval: int = 200, rtol: float = 1e-3):
+    """Maximise the dual along λ_l alone (its derivative g_l decreases in λ_l): bracket then bisect to a
+    relative width ``rtol`` (a start for the Newton iterations, which converge from there)."""
     ineq = dual.ineq[l]
     sign = 1.0 if g[l] > 0 else -1.0
     lo_v = lam[l]
@@ -288,7 +289,7 @@ def _line_raise(dual: _Dual, lam, l, scale, q, g, x, Om, ell, max_eval: int = 20
                 hi_v = trial[l]
                 if res[0] >= cur[0]:
                     lam, cur = trial, res
-            if abs(hi_v - lo_v) <= 1e-13 * max(abs(hi_v), abs(lo_v)):
+            if abs(hi_v - lo_v) <= rtol * max(abs(hi_v), abs(lo_v)):
                 break
         if ineq and trial[l] == 0.0 and sign < 0:
             break
