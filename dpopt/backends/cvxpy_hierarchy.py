@@ -20,7 +20,7 @@ problem is compiled once. Bounds:
   interval is attained at a bound or a breakpoint, which we enumerate exactly.
 
 The answer carries ``Certificate(kind="gap", lower_bound=..., gap=...)``; status ``optimal`` when
-the relative gap is ≤ ``gap_tol``, else ``feasible`` (iteration limit) or ``time_limit``.
+the relative gap is ≤ ``rel_gap``, else ``feasible`` (iteration limit) or ``time_limit``.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import time
 import numpy as np
 
 from ..models.hierarchy import HierarchyBudget
+from .. import _validate as V
 from ..registry import register
 from ..result import Certificate, Solution, Status
 
@@ -91,15 +92,23 @@ def optimum_box(model: HierarchyBudget):
 
 
 @register("cvxpy", HierarchyBudget, "solve", _DESC)
-def solve_hierarchy_cvxpy(model: HierarchyBudget, solver: str | None = None, gap_tol: float = 1e-12,
+def solve_hierarchy_cvxpy(model: HierarchyBudget, solver: str | None = None, rel_gap: float = 1e-12,
                           max_iter: int = 300, initial_cuts: int = 9, time_limit=None) -> Solution:
-    """Options: ``solver`` (cvxpy LP solver name; default HIGHS, else CLARABEL), ``gap_tol`` (relative
-    gap to stop at), ``max_iter`` (LP solves), ``initial_cuts`` (log-spaced cuts per level), ``time_limit``."""
+    """Options: ``solver`` (cvxpy LP solver name, case-insensitive; default HIGHS, else CLARABEL), ``rel_gap``
+    (relative gap to stop at), ``max_iter`` (LP solves), ``initial_cuts`` (log-spaced cuts per level, ≥ 2),
+    ``time_limit`` (checked after every LP solve)."""
+    gap_tol = V.rel_gap(rel_gap)
+    max_iter = V.count("max_iter", max_iter, maximum=100_000)
+    initial_cuts = V.count("initial_cuts", initial_cuts, minimum=2, maximum=10_000)
+    if solver is not None and not isinstance(solver, str):
+        raise V.InvalidOption(f"solver must be a cvxpy solver name, got {type(solver).__name__}")
     try:
         import cvxpy as cp
     except ImportError:  # pragma: no cover
         return Solution(Status.UNSUPPORTED, backend="cvxpy", message="cvxpy is not installed")
     installed = cp.installed_solvers()
+    if solver is not None:
+        solver = solver.strip().upper()
     if solver is None:
         solver = next((s for s in ("HIGHS", "CLARABEL") if s in installed), None)
         if solver is None:

@@ -13,7 +13,7 @@ so IPOPT's KKT point is the global optimum; the answer is nevertheless certified
 linearisation bound ``g(x) + min_{y feasible} ∇g(x)·(y − x)`` (exact greedy for the sum-and-bounds
 problem, an LP otherwise) and reported as a ``gap`` certificate. Without IPOPT, ``relax`` falls back to
 a tangent-cut outer approximation (an LP re-solved with local refinement of the cut points) that
-reports the LP bound and relative gap ``(g(x) − bound)/g(x)``, stopping at ``gap_tol`` (default 1e-9;
+reports the LP bound and relative gap ``(g(x) − bound)/g(x)``, stopping at ``rel_gap`` (default 1e-9;
 the LP is solved with HiGHS tolerances 1e-10). ``method`` picks the route: "auto" (DCP, else DNLP,
 else cuts), "dcp", "dnlp" or "cuts". Integer Laplace designs are ``unsupported`` in this backend (use
 pyomo); user-defined mechanisms are not translated (use pyomo or scipy).
@@ -238,7 +238,11 @@ def _solve_dcp(model, integer: bool, time_limit, t0) -> Solution:
     try:
         prob.solve(solver=solver, **kw)
     except Exception as exc:  # solver faults become a status
-        return Solution(Status.ERROR, backend="cvxpy", solver=solver.lower(), wall_time=time.perf_counter() - t0,
+        wall = time.perf_counter() - t0
+        if time_limit is not None and wall >= time_limit:   # SCIP stopped without a point: cvxpy raises
+            return Solution(Status.TIME_LIMIT, backend="cvxpy", solver=solver.lower(), wall_time=wall,
+                            message=f"{solver} reached the time limit ({time_limit:g} s) without a point")
+        return Solution(Status.ERROR, backend="cvxpy", solver=solver.lower(), wall_time=wall,
                         message=f"{type(exc).__name__}: {exc}")
     status = _STATUS.get(prob.status, Status.ERROR)
     val = var["n"].value
@@ -402,14 +406,16 @@ def _has_ipopt() -> bool:
     return "IPOPT" in cp.installed_solvers()
 
 
-def relax(model, time_limit: float | None = None, method: str = "auto", gap_tol: float = 1e-9,
+def relax(model, time_limit: float | None = None, method: str = "auto", rel_gap: float = 1e-9,
           max_iter: int = 200) -> Solution:
-    """Continuous relaxation: DCP + Clarabel (DLap/TuLap), else DNLP + IPOPT, else tangent cuts."""
+    """Continuous relaxation: DCP + Clarabel (DLap/TuLap), else DNLP + IPOPT, else tangent cuts.
+    ``rel_gap``: the certified relative gap at which the cuts stop and ``optimal`` may be claimed."""
     t0 = time.perf_counter()
     _check(time_limit, method)
-    if not (isinstance(gap_tol, (int, float)) and 0 < gap_tol < 1):
-        raise V.InvalidOption(f"gap_tol must be a number in (0, 1), got {gap_tol!r}")
-    V.option(V.integer, "max_iter", max_iter, minimum=1)
+    gap_tol = V.rel_gap(rel_gap)
+    if gap_tol == 0:
+        raise V.InvalidOption("rel_gap must be > 0 for the cvxpy relaxation (its bounds are numerical)")
+    max_iter = V.count("max_iter", max_iter, maximum=100_000)
     miss = _missing()
     if miss:
         return miss

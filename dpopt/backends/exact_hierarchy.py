@@ -25,6 +25,7 @@ import time
 import numpy as np
 
 from ..models.hierarchy import HierarchyBudget
+from .. import _validate as V
 from ..registry import register
 from ..result import Solution, Status
 
@@ -102,7 +103,7 @@ def _all_levels(oracle, lam, lo, hi, guess):
     return eps, F, F2, free
 
 
-def _solve(model: HierarchyBudget, tol: float = 1e-14, max_iter: int = 200):
+def _solve(model: HierarchyBudget, tol: float = 1e-14, max_iter: int = 200, deadline: float = math.inf):
     oracle = _Levels(model)
     lo, hi = model.level_bounds()
     d2 = model.sensitivity ** 2
@@ -146,6 +147,8 @@ def _solve(model: HierarchyBudget, tol: float = 1e-14, max_iter: int = 200):
     it = 0
     eps = guess
     for it in range(1, max_iter + 1):
+        if it > 1 and time.perf_counter() > deadline:
+            return eps, oracle.passes, "time limit", it - 1
         eps, F, F2, free = _all_levels(oracle, lam, lo, hi, guess)
         val = target(eps, F)
         psi = math.log(val) - math.log(goal)       # monotone in u (sign)
@@ -186,7 +189,9 @@ def _make_feasible(model: HierarchyBudget, eps: np.ndarray) -> np.ndarray:
         room = (eps > lo) & (eps < hi)
         m = int(np.argmax(np.where(room, eps, -np.inf))) if np.any(room) else int(np.argmax(eps))
         eps[m] += E - math.fsum(eps)
-        while math.fsum(list(eps) + [-E]) > 0:     # the exact Σε − E (a rounded Σε may hide an excess)
+        for _ in range(64):     # the exact Σε − E (a rounded Σε may hide an excess of a few ulps)
+            if math.fsum(list(eps) + [-E]) <= 0:
+                break
             eps[m] = np.nextafter(eps[m], 0.0)
         eps = np.clip(eps, lo, hi)
     else:
@@ -199,16 +204,26 @@ def _make_feasible(model: HierarchyBudget, eps: np.ndarray) -> np.ndarray:
 
 @register("exact", HierarchyBudget, "solve", _DESCRIPTION)
 def solve_hierarchy(model: HierarchyBudget, tol: float = 1e-14, max_iter: int = 200, time_limit=None) -> Solution:
-    """Exact KKT solve of program (6) or (7). Options: ``tol`` (outer relative tolerance), ``max_iter``."""
+    """Exact KKT solve of program (6) or (7). Options: ``tol`` (outer relative tolerance, ≤ 1e-6),
+    ``max_iter`` (outer iterations), ``time_limit`` (checked before every outer iteration; the point reached
+    is made feasible and returned with status ``time_limit``)."""
+    tol = V.tolerance("tol", tol, maximum=1e-6)
+    max_iter = V.count("max_iter", max_iter, maximum=100_000)
+    time_limit = V.time_limit(time_limit)
     t0 = time.perf_counter()
+    deadline = math.inf if time_limit is None else t0 + time_limit
     try:
-        eps, passes, msg, iters = _solve(model, tol, max_iter)
+        eps, passes, msg, iters = _solve(model, tol, max_iter, deadline)
         eps = _make_feasible(model, eps)
     except (FloatingPointError, ValueError, ZeroDivisionError, OverflowError) as exc:
         return Solution(Status.ERROR, backend="exact", message=f"numerical failure: {exc}")
     wall = time.perf_counter() - t0
     cert = model.certificate(eps)
-    status = Status.OPTIMAL if cert.optimal else Status.FEASIBLE
+    timed_out = msg == "time limit"
+    status = Status.OPTIMAL if cert.optimal else (Status.TIME_LIMIT if timed_out else Status.FEASIBLE)
+    if timed_out:
+        msg = (f"time limit of {time_limit:g} s reached after {iters} outer iterations; the point reached, made "
+               "feasible")
     sol = model.make_solution(eps, status, backend="exact", solver="kkt-bisection", certificate=cert,
                               message=msg or f"KKT solved: {iters} outer iterations, {passes} level passes",
                               details={"outer_iterations": iters, "level_passes": passes})

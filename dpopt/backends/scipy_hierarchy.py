@@ -19,9 +19,16 @@ from ..result import Solution, Status
 
 @register("scipy", HierarchyBudget, "solve", "scipy.optimize (SLSQP)")
 def solve_hierarchy_scipy(model: HierarchyBudget, method: str = "SLSQP", ftol: float = 1e-15,
-                          max_iter: int = 500, gap_tol: float = 1e-6, time_limit=None) -> Solution:
+                          max_iter: int = 500, rel_gap: float = 1e-6, time_limit=None) -> Solution:
+    """Options: ``ftol`` (SLSQP's tolerance, ≤ 1e-6), ``max_iter``, ``rel_gap`` (the certificate's gap for
+    ``optimal``), ``time_limit`` (SLSQP is stopped at the first evaluation past it: status ``time_limit``
+    with the last iterate made feasible)."""
     if method != "SLSQP":
         raise V.InvalidOption(f"method must be 'SLSQP' for the hierarchy model, got {method!r}")
+    ftol = V.tolerance("ftol", ftol, maximum=1e-6)
+    max_iter = V.count("max_iter", max_iter, maximum=1_000_000)
+    gap_tol = V.rel_gap(rel_gap)
+    time_limit = V.time_limit(time_limit)
     try:
         from scipy.optimize import minimize
     except ImportError:  # pragma: no cover
@@ -34,7 +41,13 @@ def solve_hierarchy_scipy(model: HierarchyBudget, method: str = "SLSQP", ftol: f
     data = model.compressed_levels()
     w = model.weights
 
+    deadline = None if time_limit is None else t0 + time_limit
+    last = {"s": None}
+
     def FG(eps):
+        if deadline is not None and time.perf_counter() > deadline:
+            raise _TimeUp   # SLSQP has no time limit: stop at the first evaluation past the deadline
+        last["s"] = np.asarray(eps, dtype=float) / ref
         vals = [model.level_terms(eps[l], l, 1, *data[l]) for l in range(L)]
         return (np.array([v[0] for v in vals]) * w, np.array([v[1] for v in vals]) * w)
 
@@ -73,8 +86,19 @@ def solve_hierarchy_scipy(model: HierarchyBudget, method: str = "SLSQP", ftol: f
             cons = [{"type": "ineq", "fun": c, "jac": cj}]
             res = minimize(f, x0, jac=lambda s: np.ones(L), bounds=bounds, constraints=cons, method="SLSQP",
                            options={"ftol": ftol, "maxiter": max_iter})
+    except _TimeUp:
+        res = None
     except (ValueError, FloatingPointError, ArithmeticError) as exc:
         return Solution(Status.ERROR, backend="scipy", solver="SLSQP", message=f"SLSQP failed: {exc}")
+    if res is None:
+        x = x0 if last["s"] is None else np.clip(last["s"], lo / ref, hi / ref)
+        eps = model.make_feasible(np.asarray(x, dtype=float) * ref)
+        cert = model.certificate(eps, tol=gap_tol)
+        sol = model.make_solution(eps, Status.TIME_LIMIT, backend="scipy", solver="SLSQP", certificate=cert,
+                                  message=f"SLSQP: time limit of {time_limit:g} s reached; last iterate made "
+                                          "feasible")
+        sol.wall_time = time.perf_counter() - t0
+        return sol
     # SLSQP honours constraints only to its tolerance: restore feasibility (privacy!)
     eps = model.make_feasible(np.asarray(res.x, dtype=float) * ref)
     wall = time.perf_counter() - t0
@@ -90,6 +114,10 @@ def solve_hierarchy_scipy(model: HierarchyBudget, method: str = "SLSQP", ftol: f
                               details={"iterations": int(res.nit)})
     sol.wall_time = wall
     return sol
+
+
+class _TimeUp(Exception):
+    pass
 
 
 # the hierarchy program is continuous: relax is the same as solve

@@ -35,9 +35,8 @@ def relax(model, method: str = "SLSQP", tol: float = 1e-13, max_iter: int = 2000
     t0 = time.perf_counter()
     if method not in METHODS:
         raise V.InvalidOption(f"method must be one of {METHODS}, got {method!r}")
-    if not (isinstance(tol, (int, float)) and tol > 0):
-        raise V.InvalidOption(f"tol must be a positive number, got {tol!r}")
-    max_iter = V.option(V.integer, "max_iter", max_iter, minimum=1)
+    tol = V.tolerance("tol", tol, maximum=1e-6)    # a looser tol would still be reported optimal
+    max_iter = V.count("max_iter", max_iter, maximum=1_000_000)
     deadline = None if time_limit is None else t0 + V.time_limit(time_limit)
     d = model.design if isinstance(model, MinCostDesign) else model
     lo, hi = model.lower.astype(float), model.upper.astype(float)
