@@ -32,8 +32,11 @@ def secant_for_extended(fn, route):
     def handler(model, *args, **options):
         features = model.extended_features() if hasattr(model, "extended_features") else []
         constrained = not getattr(model, "is_plain", True)
-        # constrained models take the shared secant MILP unless the caller names another formulation
-        if not features and not (route is not None and constrained and options.get("formulation") is None):
+        formulation = options.get("formulation")
+        # constrained models take the shared secant MILP unless the caller names another formulation; any
+        # model takes it when asked (formulation="secant")
+        secant = formulation == "secant" or (constrained and formulation is None)
+        if not features and not (route is not None and secant):
             return fn(model, *args, **options)
         if route is None:
             return Solution(status=Status.UNSUPPORTED,
