@@ -40,21 +40,26 @@ def _accepts(model, backend: str, task: str, option: str) -> bool:
     return registry.option_parameter(model, backend, task, option) is not None
 
 
+def handler_solvers(model, backend: str, task: str) -> tuple[str, ...] | None:
+    """The solver names the handler of (backend, model class, task) takes (its ``solvers`` attribute, set by
+    the Pyomo handlers from their allow-list), or None when it declares none."""
+    if registry.option_parameter(model, backend, task, "solver") is None:
+        return None
+    fn = registry._find(backend, model, task)
+    return tuple(getattr(fn, "solvers", ())) or None
+
+
 def _variants(model, backend: str, task: str) -> list[str]:
     """Row names for ``backend``: its solver variants where the handler takes them, else just ``backend``.
 
-    The variants of :data:`VARIANTS` are used only when the handler for this model class and task has a
-    ``solver`` parameter whose default is one of the variant solvers, i.e. it speaks the same solver names
-    (the stratified Pyomo handler: ``"scip"``/``"highs"``). A handler without ``solver`` (Pyomo on sample
-    size programs) or with another naming (Pyomo on hierarchies: ``"scip_direct"``) runs once, by default.
+    The variants of :data:`VARIANTS` whose solver the handler takes are used only when the handler for this
+    model class and task takes several solvers (the stratified Pyomo handler: ``"scip"``/``"highs"``). A
+    handler with a single solver (Pyomo on hierarchies and sample-size programs: SCIP) runs once, by default.
     """
     names = VARIANTS.get(backend, {}).get(task)
-    if not names:
-        return [backend]
-    p = registry.option_parameter(model, backend, task, "solver")
-    if p is None or p.default not in {_options_for(n)[1].get("solver") for n in names}:
-        return [backend]
-    return list(names)
+    takes = handler_solvers(model, backend, task) or ()
+    kept = [n for n in names or () if _options_for(n)[1].get("solver") in takes]
+    return kept if kept and len(takes) >= 2 else [backend]
 
 
 def default_rows(model, task: str = "solve") -> list[str]:

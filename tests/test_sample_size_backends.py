@@ -23,7 +23,7 @@ def test_pyomo_scip_matches_exact(kw):
     m = SampleSizeProgram(**kw)
     ex = m.solve()
     sol = m.solve("pyomo", time_limit=30)
-    assert sol.status == "optimal" and sol.solver == "scip_direct"
+    assert sol.status == "optimal" and sol.solver == "scip"
     v = _scan_values(m)
     # SCIP is exact up to its 1e-10 tolerances: on these instances the optimum is sharp
     assert sol.n == ex.n == int(np.argmin(v)) + 1

@@ -1,19 +1,332 @@
-"""What the Pyomo backends share (not a backend: modules starting with ``_`` are not registered)."""
+"""What the Pyomo backends share: solver names, the option vocabulary, one status map and the solve call.
+(Not a backend: modules starting with ``_`` are not registered.)
+
+Solver names
+    Pyomo's ``SolverFactory`` treats a name it does not know as a program to run (a path, ``"asl:/path"``,
+    any executable on PATH). No user string ever reaches it: :func:`solver_key` looks the name up in
+    :data:`SOLVERS`, dpopt's allow-list (case-insensitive), and only the Pyomo factory name stored there is
+    used. Any other name gives status ``unsupported`` with the allowed names; nothing is executed.
+
+Options (the same five for every family, after Pyomo's ``SolverConfig``)
+    ``solver``          dpopt's name of the solver (:data:`SOLVERS`), case-insensitive;
+    ``time_limit``      seconds; ``None`` means :data:`DEFAULT_TIME_LIMIT` (300 s), so an external solver
+                        never runs unbounded; the limit used is ``details["time_limit"]``;
+    ``rel_gap``         relative optimality gap ≥ 0 at which the solver may stop (default: the family's own,
+                        0 for integer designs); a positive gap makes an answer ``feasible``, not ``optimal``,
+                        unless a certificate proves more;
+    ``verbose``         the solver's log on stderr (written straight to the file descriptor, never through
+                        a pipe: Pyomo's output capture dead-locks SCIP when its log exceeds a pipe buffer);
+    ``solver_options``  a dict passed straight to the solver after dpopt's own settings (so it may override
+                        them); names are checked against SCIP's and HiGHS's parameter lists.
+
+    The older names (``mip_gap``, ``gap``, ``gap_tol``, ``feastol``, ``tee``, ``scip_options`` and Pyomo's
+    factory names such as ``solver="scip_direct"``) raise :class:`~dpopt._validate.InvalidOption` naming the
+    new option.
+"""
 
 from __future__ import annotations
 
+import ctypes
 import logging
+import math
+import numbers
+import os
+import sys
+import threading
 from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from .._validate import InvalidOption
+from .._validate import time_limit as _check_time_limit
+from ..result import Status
+
+#: dpopt's solver names → Pyomo factory names. The only solver names the pyomo backends accept.
+SOLVERS: dict[str, str] = {"scip": "scip_direct", "highs": "appsi_highs", "ipopt": "ipopt"}
+#: What each solver is (shown with the allowed names).
+SOLVER_USE = {"scip": "SCIP via PySCIPOpt", "highs": "HiGHS via highspy", "ipopt": "IPOPT, continuous only"}
+#: seconds given to an external solver when the caller passes ``time_limit=None``
+DEFAULT_TIME_LIMIT = 300.0
+#: option names of earlier releases → what replaces them
+RENAMED_OPTIONS = {
+    "mip_gap": "rel_gap", "gap": "rel_gap", "gap_tol": "rel_gap", "tee": "verbose",
+    "scip_options": "solver_options",
+    "feastol": "solver_options (e.g. solver_options={'numerics/feastol': 1e-9} for SCIP)",
+}
+OPTIONS = ("solver", "time_limit", "rel_gap", "verbose", "solver_options")
+
+
+class UnknownOption(InvalidOption, TypeError):
+    """An option the pyomo backend does not take (an InvalidOption, so it reaches the caller; also a
+    TypeError, like any unexpected keyword argument)."""
 
 
 @contextmanager
 def quiet_pyomo_log():
-    """Silence Pyomo's "Loading a SolverResults object with an 'aborted' status" warning during a solve:
-    a time-limited solve is reported through ``Solution.status``, so the log line is noise."""
-    log = logging.getLogger("pyomo.core")
+    """Silence Pyomo's log during a solve (e.g. "Loading a SolverResults object with an 'aborted' status"):
+    what matters is reported through ``Solution.status`` and its message."""
+    log = logging.getLogger("pyomo")
     level = log.level
-    log.setLevel(logging.ERROR)
+    log.setLevel(logging.CRITICAL)
     try:
         yield
     finally:
         log.setLevel(level)
+
+
+# ---------------------------------------------------------------------------------- names and options
+def allowed_text(allowed) -> str:
+    return ", ".join(f"{k!r} ({SOLVER_USE[k]})" for k in allowed)
+
+
+def solver_key(solver, allowed) -> str | None:
+    """dpopt's canonical solver name (``"SCIP"`` → ``"scip"``) if it is one of ``allowed``, else None.
+
+    Pyomo's own factory names (``"scip_direct"``, ``"appsi_highs"``) raise InvalidOption naming dpopt's
+    name. Nothing else about the string is interpreted: it never reaches Pyomo."""
+    if not isinstance(solver, str):
+        return None
+    key = solver.strip().lower()
+    for name, factory in SOLVERS.items():
+        if key == factory and key != name and name in allowed:
+            raise InvalidOption(f"solver={solver!r} is Pyomo's name; use solver={name!r}")
+    return key if key in allowed else None
+
+
+def unknown_solver_message(solver, allowed, what: str = "this model") -> str:
+    shown = solver if isinstance(solver, str) and len(solver) <= 80 else f"{str(solver)[:77]}..."
+    return f"solver {shown!r} is not supported by the pyomo backend for {what}; allowed: {allowed_text(allowed)}"
+
+
+def reject_old_options(extra: dict, where: str = "the pyomo backend") -> None:
+    """Raise for options outside the vocabulary: renamed ones name their replacement."""
+    for name in extra:
+        if name in RENAMED_OPTIONS:
+            raise InvalidOption(f"option {name!r} is not accepted by {where}; use {RENAMED_OPTIONS[name]}")
+    if extra:
+        raise UnknownOption(f"unknown option(s) {', '.join(map(repr, sorted(extra)))} for {where}")
+
+
+@dataclass
+class SolveOptions:
+    """The checked common options of one pyomo solve."""
+
+    time_limit: float                 # seconds actually given (never None)
+    time_limit_default: bool          # True when the caller passed None
+    rel_gap: float | None             # None: the family's default
+    verbose: bool
+    solver_options: dict = field(default_factory=dict)
+
+    def note(self) -> str:
+        """Words for a message: which time limit applied."""
+        src = "default" if self.time_limit_default else "given"
+        return f"time limit {self.time_limit:g} s ({src})"
+
+    def details(self) -> dict:
+        return {"time_limit": self.time_limit, "time_limit_default": self.time_limit_default}
+
+
+def check_options(time_limit, rel_gap, verbose, solver_options, extra: dict,
+                  where: str = "the pyomo backend") -> SolveOptions:
+    """Validate the common options (InvalidOption naming the option) and reject old names."""
+    reject_old_options(extra, where)
+    tl = _check_time_limit(time_limit)
+    if rel_gap is not None:
+        if isinstance(rel_gap, bool) or not isinstance(rel_gap, numbers.Real) or not math.isfinite(rel_gap) \
+                or rel_gap < 0:
+            raise InvalidOption(f"rel_gap must be a finite number >= 0 (relative optimality gap), got {rel_gap!r}")
+        rel_gap = float(rel_gap)
+    if not isinstance(verbose, bool):
+        raise InvalidOption(f"verbose must be true or false, got {verbose!r}")
+    if solver_options is None:
+        solver_options = {}
+    if not isinstance(solver_options, dict) or not all(isinstance(k, str) for k in solver_options):
+        raise InvalidOption(f"solver_options must be a dict of solver parameter names to values, "
+                            f"got {type(solver_options).__name__}")
+    return SolveOptions(DEFAULT_TIME_LIMIT if tl is None else tl, tl is None, rel_gap, verbose,
+                        dict(solver_options))
+
+
+def check_solver_options(key: str, solver_options: dict) -> None:
+    """Refuse parameter names the solver does not have (InvalidOption naming them), before any model is built."""
+    if not solver_options:
+        return
+    unknown = []
+    if key == "scip":
+        try:
+            import pyscipopt
+        except ImportError:   # the solver is missing: reported as unsupported later
+            return
+        known = set(pyscipopt.Model().getParams())
+        unknown = [k for k in solver_options if k not in known]
+    elif key == "highs":
+        try:
+            import highspy
+        except ImportError:
+            return
+        h = highspy.Highs()
+        for k in solver_options:
+            status, _ = h.getOptionValue(k) if hasattr(h, "getOptionValue") else (None, None)
+            if status is not None and status != highspy.HighsStatus.kOk:
+                unknown.append(k)
+    if unknown:
+        raise InvalidOption(f"solver_options: {key} has no parameter(s) {', '.join(map(repr, unknown))}")
+
+
+# ---------------------------------------------------------------------------------- statuses
+def status_of(termination, has_point: bool) -> Status:
+    """One map from Pyomo's termination condition to :class:`Status` for every pyomo backend.
+
+    A user interrupt (SCIP and HiGHS catch SIGINT themselves and return) is raised as KeyboardInterrupt:
+    the command stops instead of reporting a row as ``error``."""
+    from pyomo.opt import TerminationCondition as TC
+
+    if termination in (TC.userInterrupt, TC.resourceInterrupt):
+        raise KeyboardInterrupt(f"solver interrupted ({termination})")
+    if termination in (TC.optimal, TC.globallyOptimal, TC.locallyOptimal):
+        return Status.OPTIMAL if has_point else Status.ERROR
+    if termination in (TC.maxTimeLimit, TC.maxIterations, TC.maxEvaluations):
+        return Status.TIME_LIMIT
+    if termination in (TC.infeasible, TC.infeasibleOrUnbounded):
+        return Status.INFEASIBLE
+    if termination == TC.feasible:
+        return Status.FEASIBLE if has_point else Status.ERROR
+    return Status.ERROR
+
+
+# ---------------------------------------------------------------------------------- the solve call
+def open_solver(key: str):
+    """``(solver object, None)`` for an allow-listed name, or ``(None, reason)`` when it is not installed."""
+    import pyomo.environ as pe
+
+    factory = SOLVERS[key]          # never a user string: KeyError for a name not in the allow-list
+    try:
+        opt = pe.SolverFactory(factory)
+        ok = bool(opt.available(exception_flag=False))
+    except Exception:  # noqa: BLE001 - a broken solver plug-in counts as missing
+        ok = False
+    if not ok:
+        return None, f"solver {key!r} (Pyomo {factory!r}) is not available: install it to use solver={key!r}"
+    return opt, None
+
+
+def limit_options(key: str, opts: SolveOptions, time_limit: float | None = None) -> dict:
+    """The time limit and relative gap in the solver's own parameter names (``time_limit`` overrides the
+    options' limit, e.g. what is left after building the model)."""
+    tl = opts.time_limit if time_limit is None else time_limit
+    out: dict = {}
+    if key == "scip":
+        out["limits/time"] = float(tl)
+        out["timing/clocktype"] = 2      # wall clock (the default CPU clock can stall while SCIP waits)
+        if opts.rel_gap is not None:
+            out["limits/gap"] = opts.rel_gap
+    elif key == "highs":
+        out["time_limit"] = float(tl)
+        if opts.rel_gap is not None:
+            out["mip_rel_gap"] = opts.rel_gap
+    elif key == "ipopt":
+        out["max_cpu_time"] = float(tl)
+    return out
+
+
+_OUTPUT_LOCK = threading.Lock()
+
+
+def _flush_c_stdio() -> None:
+    try:
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError):   # pragma: no cover - no C library handle on this platform
+        pass
+
+
+@contextmanager
+def solver_output(verbose: bool):
+    """Route what the solver writes to file descriptors 1 and 2: to stderr when verbose, else to the null
+    device. The solver writes straight to the descriptor (no pipe, no reader thread), and Pyomo's own
+    capture of SCIP's output through a pipe, which dead-locks once SCIP's log exceeds the pipe buffer
+    (PySCIPOpt holds the GIL while SCIP runs, so the draining thread never runs), is switched off."""
+    with _OUTPUT_LOCK:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        _flush_c_stdio()
+        try:
+            saved = (os.dup(1), os.dup(2))
+        except OSError:     # no descriptors to redirect (embedded interpreter): leave output alone
+            with _no_pyomo_scip_capture():
+                yield
+            return
+        target = os.dup(2) if verbose else os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(target, 1)
+            os.dup2(target, 2)
+            with _no_pyomo_scip_capture():
+                yield
+        finally:
+            _flush_c_stdio()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in (*saved, target):
+                os.close(fd)
+
+
+@contextmanager
+def _no_pyomo_scip_capture():
+    """Replace ``capture_output`` inside Pyomo's scip_direct by a no-op for the duration of a solve."""
+    try:
+        from pyomo.contrib.solver.solvers.scip import scip_direct as mod
+    except ImportError:   # another Pyomo layout: its capture stays (SCIP is kept quiet by verblevel 0)
+        yield
+        return
+    real = getattr(mod, "capture_output", None)
+    if real is None:
+        yield
+        return
+    mod.capture_output = _NoCapture
+    try:
+        yield
+    finally:
+        mod.capture_output = real
+
+
+class _NoCapture:
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def run(opt, key: str, m, options: dict, verbose: bool):
+    """Solve the Pyomo model ``m`` with ``options`` (solver parameter names); the solver's output goes to
+    stderr (verbose) or nowhere. Returns ``(status, termination, results, has_point)`` with the point
+    loaded into ``m`` when the solver has one (else every variable's value is cleared, so that starting
+    values are never read as an answer). Raises KeyboardInterrupt when the solver was interrupted."""
+    import pyomo.environ as pe
+
+    if key == "scip":
+        options = {"display/verblevel": 4 if verbose else 0, **options}
+    with quiet_pyomo_log(), solver_output(verbose):
+        # SCIP's log reaches the descriptors directly (Pyomo's tee would pipe it); the others' through Pyomo
+        results = opt.solve(m, load_solutions=False, tee=verbose and key != "scip", options=options)
+        tc = results.solver.termination_condition
+        has_point = len(results.solution) > 0
+        if has_point:
+            m.solutions.load_from(results)
+    if not has_point:
+        for var in m.component_data_objects(pe.Var, descend_into=True):
+            var.set_value(None, skip_validation=True)
+    return status_of(tc, has_point), tc, results, has_point
+
+
+def lower_bound(results) -> float:
+    """The solver's dual (lower) bound in the model's own objective units, or nan."""
+    try:
+        lb = float(results.problem.lower_bound)
+    except (TypeError, ValueError, AttributeError):
+        return float("nan")
+    return lb if math.isfinite(lb) else float("nan")

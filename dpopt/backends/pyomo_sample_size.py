@@ -13,11 +13,13 @@ a Pyomo expression, e.g. ``lambda n: 1/n**0.5``; otherwise the model is ``unsupp
 SCIP's default tolerances (feasibility 1e-6, gap 1e-4) cannot separate neighbouring sample sizes of a
 flat objective; the backend sets ``limits/gap = limits/absgap = 0``, ``numerics/feastol =
 numerics/epsilon = numerics/sumepsilon = 1e-10``, ``numerics/dualfeastol = 1e-9`` (the tightest SCIP
-accepts without GMP and without printing warnings) and ``display/verblevel = 0`` (override with
-``scip_options``; SCIP output beyond 64 KB dead-locks pyomo's output capture, see ``_TIGHT``)
-and divides the objective by the smallest V_n on a log grid of 64 sizes so that it is O(1) near the
+accepts without GMP and without printing warnings; override with ``solver_options``) and divides the objective by the smallest V_n on a log grid of 64 sizes so that it is O(1) near the
 optimum. ``optimal`` is SCIP's proof within those tolerances: neighbouring sizes whose V differ by
-less than ~1e-10 relative may be confused (the exact backend has no such limit). Default ``time_limit`` is 60 s.
+less than ~1e-10 relative may be confused (the exact backend has no such limit).
+
+Options: the common ones of :mod:`dpopt.backends._pyomo`: ``solver`` ("scip"), ``time_limit`` (None: the
+300 s default), ``rel_gap`` (SCIP's limits/gap; default 0; a positive gap gives ``feasible``), ``verbose``,
+``solver_options`` (SCIP parameters, applied last).
 """
 
 from __future__ import annotations
@@ -31,35 +33,41 @@ from ..models.sample_size import SampleSizeProgram
 from ..privacy.amplification import log_expm1
 from ..registry import register
 from ..result import Certificate, Solution, Status
-from ._pyomo import quiet_pyomo_log
+from .. import _validate as V
+from . import _pyomo as PY
 
 _DESCRIPTION = "Pyomo modelling layer; SCIP through scip_direct (global MINLP)"
+#: solvers of this route (one integer variable in a nonlinear objective)
+SOLVERS = ("scip",)
 # SCIP without GMP refuses tolerances below 1e-10 and then prints a warning each time it re-applies
-# them. pyomo's scip_direct captures SCIP's output through a pipe drained by a Python thread while
-# PySCIPOpt's optimize() holds the GIL, so more than one pipe buffer (64 KB) of output dead-locks
-# the process. These values (the tightest that trigger no warning) and verblevel 0 keep it silent.
+# them: these are the tightest values that trigger no warning
 _TIGHT = {"limits/gap": 0.0, "limits/absgap": 0.0, "numerics/feastol": 1e-10, "numerics/epsilon": 1e-10,
-          "numerics/sumepsilon": 1e-10, "numerics/dualfeastol": 1e-9, "display/verblevel": 0}
+          "numerics/sumepsilon": 1e-10, "numerics/dualfeastol": 1e-9}
 
 
-def _fail(status, msg):
-    return Solution(status=status, backend="pyomo", solver="scip_direct", model="SampleSizeProgram", message=msg)
+def _fail(status, msg, solver="scip", details=None):
+    return Solution(status=status, backend="pyomo", solver=solver, model="SampleSizeProgram", message=msg,
+                    details=details or {})
 
 
 @register("pyomo", SampleSizeProgram, "solve", _DESCRIPTION)
-def solve_pyomo(model: SampleSizeProgram, time_limit: float | None = 60.0, scip_options: dict | None = None,
-                tee: bool = False) -> Solution:
+def solve_pyomo(model: SampleSizeProgram, solver: str = "scip", time_limit: float | None = None,
+                rel_gap: float | None = None, verbose: bool = False, solver_options: dict | None = None,
+                **removed) -> Solution:
+    opts = PY.check_options(time_limit, rel_gap, verbose, solver_options, removed,
+                            where="the pyomo backend for sample sizes")
+    key = PY.solver_key(solver, SOLVERS)
+    if key is None:
+        return _fail(Status.UNSUPPORTED, PY.unknown_solver_message(solver, SOLVERS, "sample-size programs"),
+                     solver=str(solver)[:80])
+    PY.check_solver_options(key, opts.solver_options)
     try:
         import pyomo.environ as pyo
-        from pyomo.opt import TerminationCondition as TC
     except ImportError as exc:  # pragma: no cover - pyomo is a dependency
         return _fail(Status.UNSUPPORTED, f"pyomo is not installed: {exc}")
-    try:
-        opt = pyo.SolverFactory("scip_direct")
-        if not opt.available(exception_flag=False):
-            return _fail(Status.UNSUPPORTED, "SCIP (scip_direct / PySCIPOpt) is not available")
-    except Exception as exc:  # unknown solver name in another pyomo version
-        return _fail(Status.UNSUPPORTED, f"pyomo has no usable scip_direct solver: {exc}")
+    opt, why = PY.open_solver(key)
+    if opt is None:
+        return _fail(Status.UNSUPPORTED, why)
 
     N = model.N
     eps = model.epsilon
@@ -85,51 +93,46 @@ def solve_pyomo(model: SampleSizeProgram, time_limit: float | None = 60.0, scip_
     VN = float(np.min(model.variance(grid)))   # objective scale
     m.obj = pyo.Objective(expr=(model.S2 * (1.0 / m.n - 1.0 / N) + 2.0 * delta ** 2 / eps_n ** 2) / VN,
                           sense=pyo.minimize)
-    options = dict(_TIGHT)
-    if tee:
-        options["display/verblevel"] = 4
-    if time_limit is not None:
-        options["limits/time"] = float(time_limit)
-    options.update(scip_options or {})
+    options = {**_TIGHT, **PY.limit_options(key, opts), **opts.solver_options}
+    details = opts.details()
     t0 = time.perf_counter()
     try:
-        with quiet_pyomo_log():
-            res = opt.solve(m, options=options, tee=tee, load_solutions=False)
-    except Exception as exc:
-        return _fail(Status.ERROR, f"SCIP failed: {exc}")
+        status, tc, res, has_point = PY.run(opt, key, m, options, opts.verbose)
+    except (KeyboardInterrupt, V.InvalidOption):
+        raise
+    except Exception as exc:  # noqa: BLE001 - a solver fault becomes a status
+        return _fail(Status.ERROR, f"SCIP failed: {exc}", details=details)
     wall = time.perf_counter() - t0
-    tc = res.solver.termination_condition
-    has_point = len(getattr(res, "solution", [])) > 0 if hasattr(res, "solution") else False
-    try:
-        with quiet_pyomo_log():
-            m.solutions.load_from(res)
-        n_val = pyo.value(m.n, exception=False)
-        has_point = n_val is not None
-    except Exception:
-        n_val, has_point = None, False
-    if tc == TC.optimal and has_point:
-        status, msg = Status.OPTIMAL, "SCIP proved optimality (gap 0 within its tolerances)"
-    elif tc in (TC.maxTimeLimit, TC.maxIterations):
-        status, msg = Status.TIME_LIMIT, f"SCIP stopped: {tc}"
-    elif tc == TC.infeasible:
-        return _fail(Status.INFEASIBLE, "SCIP reports infeasible")
+    n_val = pyo.value(m.n, exception=False) if has_point else None
+    has_point = n_val is not None
+    if status == Status.OPTIMAL and has_point:
+        if opts.rel_gap:
+            status, msg = Status.FEASIBLE, f"SCIP stopped within rel_gap={opts.rel_gap:g}"
+        else:
+            msg = "SCIP proved optimality (gap 0 within its tolerances)"
+    elif status == Status.TIME_LIMIT:
+        msg = f"SCIP stopped: {tc} ({opts.note()})"
+    elif status == Status.INFEASIBLE:
+        # n = N (the population itself, δ_N = δ) is always a feasible point
+        return _fail(Status.ERROR, f"SCIP reports {tc}, but n = N is always feasible "
+                                   "(numerical trouble in the solver)", details=details)
     else:
         status, msg = (Status.FEASIBLE if has_point else Status.ERROR), f"SCIP termination: {tc}"
     if not has_point:
-        sol = _fail(status if status != Status.OPTIMAL else Status.ERROR, msg + "; no point returned")
+        sol = _fail(status if status == Status.TIME_LIMIT else Status.ERROR, msg + "; no point returned",
+                    details=details)
         sol.wall_time = wall
         return sol
     n_star = int(round(n_val))
-    lb = getattr(res.problem, "lower_bound", float("nan"))
-    try:
-        lb = float(lb) * VN
-    except (TypeError, ValueError):
-        lb = float("nan")
+    lb = PY.lower_bound(res) * VN
     cert = Certificate(kind="gap", optimal=status == Status.OPTIMAL, lower_bound=lb,
                        gap=abs(float(model.variance(n_star)) - lb) / float(model.variance(n_star))
                        if math.isfinite(lb) and float(model.variance(n_star)) > 0 else float("nan"),
                        tolerance=options.get("numerics/feastol", 0.0), message="SCIP dual bound")
-    sol = model.make_solution(n_star, status=status, backend="pyomo", solver="scip_direct", certificate=cert,
-                              message=msg)
+    sol = model.make_solution(n_star, status=status, backend="pyomo", solver=key, certificate=cert,
+                              message=msg, extra=details)
     sol.wall_time = wall
     return sol
+
+
+solve_pyomo.solvers = SOLVERS    # read by compare and the CLI

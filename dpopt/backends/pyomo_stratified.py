@@ -25,12 +25,15 @@ monotone, e.g. a user mechanism), so the MILP optimum is the integer optimum. So
 continuous relaxation of the model. For the sum problem the ranges are first tightened with the sum
 (``n_i ≤ η − Σ_{j≠i} lo_j``); the number of δ variables is limited by ``max_milp_vars``.
 
-Solve options: ``solver`` ("scip" | "highs" | "ipopt"), ``time_limit`` (s), ``mip_gap`` (relative;
-default 0 = proven optimum), ``formulation`` (default: "minlp" for SCIP/IPOPT, "milp" for HiGHS),
-``tee``. Solver statuses map onto ``Solution.status``; an unknown or missing solver gives ``unsupported``
-(solver names are case-insensitive). A non-optimal answer (time limit, feasible) carries a point only when
-the point satisfies the model to ``FEASIBILITY_TOL`` (relative); an ``infeasible`` claim from the solver on a
-model with a known feasible point (e.g. the plain sum-and-bounds problem) is reported as ``error``.
+Solve options: the common ones of :mod:`dpopt.backends._pyomo` (``solver`` "scip" | "highs" | "ipopt",
+``time_limit`` (None: 300 s), ``rel_gap`` (default 0 = proven optimum), ``verbose``, ``solver_options``), plus
+``formulation`` (default: "minlp" for SCIP/IPOPT, "milp" for HiGHS) and ``max_milp_vars``. Solver statuses
+map onto ``Solution.status`` through the shared map; an unknown or missing solver gives ``unsupported``.
+A non-optimal answer (time limit, feasible) carries a point only when the point satisfies the model to
+``FEASIBILITY_TOL`` (relative); an ``infeasible`` claim from the solver on a model with a known feasible point
+(e.g. the plain sum-and-bounds problem) is reported as ``error``. A rounded integer point that violates a
+constraint within the solver's tolerance is repaired by unit moves to a feasible point (status ``feasible``)
+or, failing that, reported ``feasible`` with the violation in the message and ``details["max_violation"]``.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from ..models.min_cost import MinCostDesign
 from ..models.stratified import StratifiedDesign
 from ..registry import register
 from ..result import Certificate, Solution, Status
-from ._pyomo import quiet_pyomo_log
+from . import _pyomo as PY
 from ._classical import secant_for_extended
 from ._secant import solve_pyomo
 
@@ -71,8 +74,8 @@ _LOG_COEF_MAX = 34.0
 _LOG_Y_NEGLIGIBLE = 40.0
 
 
-def _log_amplified(d: StratifiedDesign, i: int, v, hi: float | None = None):
-    """Pyomo expression of L = log1p(c·N_i/v), the amplified local budget, without huge coefficients.
+def _log_amplified(d: StratifiedDesign, i: int, v, hi: float | None = None, ref: float = 1.0):
+    """Pyomo expression of L/ref, L = log1p(c·N_i/v) the amplified local budget, without huge coefficients.
 
     * ``log(cN) ≤ 34``: ``log(1 + K/v)`` with K = cN ≤ 5.8e14 (a plain coefficient);
     * else ``L = u + log(1 + exp(−u))`` with ``u = log(cN) − log(v)`` (no coefficient beyond log(cN) ≤ ~750);
@@ -82,12 +85,18 @@ def _log_amplified(d: StratifiedDesign, i: int, v, hi: float | None = None):
 
     lK = float(d.log_c + d.log_N[i])   # log(cN)
     if lK <= _LOG_COEF_MAX:
-        return pe.log(1 + math.exp(lK) / v)
-    u = lK - pe.log(v)
+        return pe.log(1 + math.exp(lK) / v) / ref if ref != 1.0 else pe.log(1 + math.exp(lK) / v)
+    u = lK / ref - pe.log(v) / ref
     hi = float(d.N[i]) if hi is None else float(hi)
     if lK - math.log(max(hi, 1.0)) >= _LOG_Y_NEGLIGIBLE:
         return u
-    return u + pe.log(1 + pe.exp(pe.log(v) - lK))
+    return u + pe.log(1 + pe.exp(pe.log(v) - lK)) / ref
+
+
+def _amplified_floor(d: StratifiedDesign, i: int, hi: float | None) -> float:
+    """L = log1p(c·N_i/hi), the smallest amplified budget on the stratum's range (a float, log space)."""
+    hi = float(d.N[i]) if hi is None else float(hi)
+    return float(np.logaddexp(0.0, float(d.log_c + d.log_N[i]) - math.log(max(hi, 1.0))))
 
 
 def _term_expr(d: StratifiedDesign, i: int, v, hi: float | None = None, divisor: float = 1.0):
@@ -104,8 +113,12 @@ def _term_expr(d: StratifiedDesign, i: int, v, hi: float | None = None, divisor:
     lK = float(d.log_c + d.log_N[i])   # log(cN)
     delta = float(d.sensitivity)
     if mech.name == "laplace":
-        L = _log_amplified(d, i, v, hi)
-        return a2 * (s2 + 2 * delta ** 2 / L ** 2) / v
+        # 2Δ²/L² = (2Δ²/Lr²)/(L/Lr)² with Lr the smallest L on the range (when ≥ 1): for large cN, L varies
+        # by less than SCIP's epsilon (1e-9) in absolute terms and its spatial branch and bound never
+        # closed the gap (ε = 700, N = 1e9: no progress in 150 s); L/Lr = O(1) varies visibly
+        Lr = max(_amplified_floor(d, i, hi), 1.0)
+        L = _log_amplified(d, i, v, hi, Lr)
+        return a2 * (s2 + (2 * delta ** 2 / Lr ** 2) / L ** 2) / v
     form = d.linear_noise_form(divisor)
     if form is not None:          # DLap/TuLap with Δ = 1: f/divisor = a/v + b·v + const exactly
         a, b, const = (float(t[i]) for t in form)
@@ -178,7 +191,8 @@ def build_pyomo_model(model, integer: bool = True, formulation: str = "minlp",
 
     Components: ``m.S`` (strata), ``m.n[i]`` (sample sizes), ``m.total`` (Σ n = η; sum problem),
     ``m.linear`` (the model's linear constraints), ``m.extra`` (empty ``ConstraintList`` for analysts),
-    ``m.obj``; MINLP: ``m.g`` (unscaled Σ f_i, an Expression), ``m.objective_scale``; MILP: ``m.delta``,
+    ``m.obj``; MINLP: ``m.g`` (unscaled Σ f_i, an Expression), ``m.objective_scale`` and ``m.objective_offset``
+    (the model's objective is ``scale·obj + offset``: the offset holds the fpc constant); MILP: ``m.delta``,
     ``m.link``; min-cost: ``m.variance`` (the bound g(n) ≤ V0, scaled by V0).
     Raises ``ValueError`` for options it does not know and :class:`PyomoUnsupported` when a mechanism
     has no closed form; an ``ImportError`` if Pyomo is missing.
@@ -219,7 +233,8 @@ def build_pyomo_model(model, integer: bool = True, formulation: str = "minlp",
         if isinstance(model, StratifiedDesign):
             scale = _scale_guess(model)
             m.objective_scale = pe.Param(initialize=scale, mutable=False)
-            m.objective_offset = pe.Param(initialize=0.0, mutable=False)
+            # the model's objective is Σ f_i minus the fpc constant: objective = scale·obj + offset
+            m.objective_offset = pe.Param(initialize=-d._fpc_const, mutable=False)
             m.obj = pe.Objective(expr=scaled(scale), sense=pe.minimize)   # = m.g / scale
         else:
             V0 = model.variance_target
@@ -273,7 +288,7 @@ def build_pyomo_model(model, integer: bool = True, formulation: str = "minlp",
         # divided here, in floating point, so that no huge coefficient 1/scale is ever formed.
         scale = _milp_cost_scale(incs)
         m.objective_scale = pe.Param(initialize=scale, mutable=False)
-        m.objective_offset = pe.Param(initialize=base, mutable=False)
+        m.objective_offset = pe.Param(initialize=base - d._fpc_const, mutable=False)   # fpc: see the MINLP
         m.g = pe.Expression(expr=base + inc_expr)
         m.obj = pe.Objective(expr=sum(float(incs[i][t] / scale) * m.delta[i, t] for (i, t) in idx),
                              sense=pe.minimize)
@@ -292,24 +307,69 @@ def build_pyomo_model(model, integer: bool = True, formulation: str = "minlp",
 # 2-core x86_64 machine with presolve off for the integral LP: 2.6·10⁵ columns in ~30 s); a time-limited
 # solve whose MILP needs more than this times the limit is refused up front
 MILP_COLUMNS_PER_SECOND = 8000
-_SOLVER_NAMES = {"scip": "scip_direct", "highs": "appsi_highs", "ipopt": "ipopt"}
-_SOLVER_USE = "scip (integer and relaxation), highs (integer, incremental MILP), ipopt (relaxation only)"
 # a point of a non-optimal answer (time limit, feasible) is returned only if it satisfies the model's
 # constraints to this relative tolerance (sum, linear constraints, g ≤ V0; bounds are clipped)
 FEASIBILITY_TOL = 1e-6
+# a repaired integer point stays ``optimal`` only when its objective is within this relative gap of the solver's
+# lower bound (a valid bound for the exact model: the solver's feasible set contains the model's)
+PROVEN_GAP = 1e-9
+# the repair of a rounded integer point gives up after this many unit moves (plus 2 per stratum)
+REPAIR_MOVES = 20
 
 
-def _normalize_solver(solver):
-    """The canonical solver name ('SCIP' → 'scip'), or None when the name is not a supported solver."""
-    if isinstance(solver, str):
-        key = solver.strip().lower()
-        if key in SOLVERS:
-            return key
-    return None
+def max_violation(model, n) -> float:
+    """Largest relative violation of the model's constraints at n, measured as ``model.is_feasible`` measures
+    it (sum, linear rows relative to 1 + |b|, the min-cost variance bound); inf outside the bounds, 0 if none."""
+    n = np.asarray(n, dtype=float)
+    if np.any(n < model.lower) or np.any(n > model.upper):
+        return math.inf
+    v = 0.0
+    if isinstance(model, StratifiedDesign):
+        v = abs(float(n.sum()) - model.total) / max(1, model.total)
+    for con in model.constraints:
+        v = max(v, float(np.max(con.residual(n) / (1 + np.abs(con.b)))))
+    if isinstance(model, MinCostDesign) and model.variance_target is not None:
+        v = max(v, (model.variance_value(n) - model.variance_target) / model.variance_target)
+    return max(v, 0.0)
+
+
+def repair_integer_point(model, n):
+    """A feasible integer point a few unit moves from ``n`` (a rounded solver point that violates a constraint
+    by the solver's tolerance), or None.
+
+    Greedy and bounded: each step takes the move that most reduces :func:`max_violation` (ties: the smaller
+    objective) among the exchanges of one unit between two strata (designs with a fixed total) or the ±1 moves
+    of one stratum (min-cost designs), and stops when the point is feasible, when no move reduces the violation,
+    or after ``REPAIR_MOVES + 2k`` moves."""
+    n = np.asarray(n, dtype=np.int64).copy()
+    k = model.k
+    lo, hi = np.asarray(model.lower, dtype=np.int64), np.asarray(model.upper, dtype=np.int64)
+    for _ in range(REPAIR_MOVES + 2 * k):
+        if model.is_feasible(n):
+            return n
+        current = max_violation(model, n)
+        if isinstance(model, StratifiedDesign):
+            moves = [(i, j) for i in range(k) if n[i] > lo[i] for j in range(k) if j != i and n[j] < hi[j]]
+        else:
+            moves = [(i, -1) for i in range(k) if n[i] > lo[i]] + [(-1, j) for j in range(k) if n[j] < hi[j]]
+        best = None
+        for i, j in moves:
+            cand = n.copy()
+            if i >= 0:
+                cand[i] -= 1
+            if j >= 0:
+                cand[j] += 1
+            key = (max_violation(model, cand), model.objective_value(cand))
+            if best is None or key < best[0]:
+                best = (key, cand)
+        if best is None or not best[0][0] < current:
+            return None
+        n = best[1]
+    return n if model.is_feasible(n) else None
 
 
 def _unknown_solver_message(solver) -> str:
-    return f"solver {solver!r} is not supported by the pyomo backend; supported solvers: {_SOLVER_USE}"
+    return PY.unknown_solver_message(solver, SOLVERS, "stratified designs")
 
 
 def _is_lp(m) -> bool:
@@ -318,22 +378,16 @@ def _is_lp(m) -> bool:
     return hasattr(m, "lp_integral") and bool(pe.value(m.lp_integral))
 
 
-def _option_map(solver: str, time_limit, mip_gap, integer: bool = True, lp: bool = False) -> dict:
+def _option_map(solver: str, lp: bool = False) -> dict:
+    """dpopt's settings for each solver (time limit and gap come from :func:`_pyomo.limit_options`)."""
     opts = {}
     if solver == "scip":
-        if time_limit is not None:
-            opts["limits/time"] = float(time_limit)
-            opts["timing/clocktype"] = 2      # wall clock (the default CPU clock can stall while SCIP waits)
-        opts["limits/gap"] = float(mip_gap or 0.0)
+        opts["limits/gap"] = 0.0
         # SCIP 10 symmetry detection treats x^-1 terms with different coefficients as symmetric and
         # returns wrong "optimal" answers on these models (seen on Chen Table 1, TuLap): switch it off
         opts["misc/usesymmetry"] = 0
-        # more than 64 KB of SCIP log dead-locks pyomo's scip_direct output capture: keep SCIP quiet
-        opts["display/verblevel"] = 0
     elif solver == "highs":
-        if time_limit is not None:
-            opts["time_limit"] = float(time_limit)
-        opts["mip_rel_gap"] = float(mip_gap or 0.0)
+        opts["mip_rel_gap"] = 0.0
         opts["primal_feasibility_tolerance"] = 1e-10
         opts["dual_feasibility_tolerance"] = 1e-10
         if lp:
@@ -341,60 +395,29 @@ def _option_map(solver: str, time_limit, mip_gap, integer: bool = True, lp: bool
             # and took 289 s at 2.6e5 columns; the simplex alone needs seconds
             opts["presolve"] = "off"
     elif solver == "ipopt":
-        if time_limit is not None:
-            opts["max_cpu_time"] = float(time_limit)
         opts["tol"] = 1e-12
     return opts
 
 
-def solve_pyomo_model(m, solver: str = "scip", time_limit: float | None = None, mip_gap: float | None = None,
-                      tee: bool = False, integer: bool = True):
+def solve_pyomo_model(m, solver: str = "scip", time_limit: float | None = None, rel_gap: float | None = None,
+                      verbose: bool = False, solver_options: dict | None = None):
     """Solve a model built by :func:`build_pyomo_model` (or extended from it).
 
-    Returns ``(status, message, lower_bound)`` with the variables loaded when a point exists.
+    ``solver`` is one of dpopt's names ("scip", "highs", "ipopt"); ``time_limit`` None means the default of
+    :data:`dpopt.backends._pyomo.DEFAULT_TIME_LIMIT` seconds. Returns ``(status, message, lower_bound)`` with
+    the variables loaded when a point exists. A KeyboardInterrupt (also one the solver caught) propagates.
     """
-    import pyomo.environ as pe
-    from pyomo.opt import TerminationCondition as TC
-
-    key = _normalize_solver(solver)
+    key = PY.solver_key(solver, SOLVERS)
     if key is None:
         return Status.UNSUPPORTED, _unknown_solver_message(solver), float("nan")
-    solver = key
-    name = _SOLVER_NAMES[solver]
-    opt = pe.SolverFactory(name)
-    try:
-        available = bool(opt.available(exception_flag=False))
-    except Exception:  # noqa: BLE001 - a broken solver plug-in counts as missing
-        available = False
-    if not available:
-        return Status.UNSUPPORTED, (f"Pyomo solver {name!r} is not available (install it to use solver={solver!r}); "
-                                    f"supported solvers: {_SOLVER_USE}"), float("nan")
-    with quiet_pyomo_log():
-        results = opt.solve(m, load_solutions=False, tee=tee,
-                            options=_option_map(solver, time_limit, mip_gap, integer, _is_lp(m)))
-        tc = results.solver.termination_condition
-        has_point = len(results.solution) > 0
-        if has_point:
-            m.solutions.load_from(results)
-        else:
-            # no point from the solver: do not leave the starting values behind to be read as an answer
-            for var in m.component_data_objects(pe.Var, descend_into=True):
-                var.set_value(None, skip_validation=True)
-    try:
-        lb = float(results.problem.lower_bound)
-    except (TypeError, ValueError, AttributeError):
-        lb = float("nan")
-    if tc in (TC.optimal, TC.globallyOptimal, TC.locallyOptimal):
-        status = Status.OPTIMAL if has_point else Status.ERROR
-    elif tc in (TC.maxTimeLimit, TC.maxIterations, TC.maxEvaluations):
-        status = Status.TIME_LIMIT
-    elif tc in (TC.infeasible, TC.infeasibleOrUnbounded):
-        status = Status.INFEASIBLE
-    elif tc == TC.feasible:
-        status = Status.FEASIBLE if has_point else Status.ERROR
-    else:
-        status = Status.ERROR
-    return status, f"{name}: termination {tc}", lb
+    opts = PY.check_options(time_limit, rel_gap, verbose, solver_options, {})
+    PY.check_solver_options(key, opts.solver_options)
+    opt, why = PY.open_solver(key)
+    if opt is None:
+        return Status.UNSUPPORTED, f"{why}; allowed: {PY.allowed_text(SOLVERS)}", float("nan")
+    settings = {**_option_map(key, _is_lp(m)), **PY.limit_options(key, opts), **opts.solver_options}
+    status, tc, results, _ = PY.run(opt, key, m, settings, opts.verbose)
+    return status, f"{PY.SOLVERS[key]}: termination {tc}", PY.lower_bound(results)
 
 
 def known_feasible_point(model):
@@ -425,21 +448,25 @@ def known_feasible_point(model):
     return None
 
 
-def _check_opts(time_limit, mip_gap, formulation):
-    V.time_limit(time_limit)
-    if mip_gap is not None and (not isinstance(mip_gap, (int, float)) or not 0 <= mip_gap < 1):
-        raise ValueError(f"mip_gap must be in [0, 1), got {mip_gap!r}")
+def _check_opts(time_limit, rel_gap, verbose, solver_options, formulation, max_milp_vars, removed):
+    opts = PY.check_options(time_limit, rel_gap, verbose, solver_options, removed,
+                            where="the pyomo backend for stratified designs")
     if formulation is not None and formulation not in FORMULATIONS:
-        raise ValueError(f"formulation must be one of {FORMULATIONS}, got {formulation!r}")
+        raise V.InvalidOption(f"formulation must be one of {FORMULATIONS}, got {formulation!r}")
+    V.option(V.integer, "max_milp_vars", max_milp_vars, minimum=1)
+    return opts
 
 
-def _run(model, integer: bool, solver: str, time_limit, mip_gap, formulation, tee, max_milp_vars) -> Solution:
+def _run(model, integer: bool, solver, time_limit, rel_gap, verbose, solver_options, formulation, max_milp_vars,
+         removed) -> Solution:
     t0 = time.perf_counter()
-    key = _normalize_solver(solver)
+    opts = _check_opts(time_limit, rel_gap, verbose, solver_options, formulation, max_milp_vars, removed)
+    key = PY.solver_key(solver, SOLVERS)
     if key is None:
-        return Solution(Status.UNSUPPORTED, backend="pyomo", solver=str(solver), message=_unknown_solver_message(solver))
+        return Solution(Status.UNSUPPORTED, backend="pyomo", solver=str(solver)[:80],
+                        message=_unknown_solver_message(solver))
     solver = key
-    _check_opts(time_limit, mip_gap, formulation)
+    PY.check_solver_options(solver, opts.solver_options)
     formulation = formulation or ("milp" if solver == "highs" else "minlp")
     if solver == "highs" and formulation == "minlp":
         return Solution(Status.UNSUPPORTED, backend="pyomo", solver="highs",
@@ -455,49 +482,53 @@ def _run(model, integer: bool, solver: str, time_limit, mip_gap, formulation, te
         import pyomo.environ  # noqa: F401
     except ImportError as exc:
         return Solution(Status.UNSUPPORTED, backend="pyomo", solver=solver, message=f"Pyomo is not installed: {exc}")
-    if formulation == "milp" and time_limit is not None:
+    time_limit = opts.time_limit
+    if formulation == "milp":
         lo, hi = _ranges(model)
         columns = int(np.sum(hi - lo))
         if columns > MILP_COLUMNS_PER_SECOND * time_limit:
             # building the MILP and handing it to HiGHS through Pyomo runs before HiGHS's clock starts and
             # cannot be interrupted: refuse at once rather than overrun the limit by minutes
             return Solution(Status.TIME_LIMIT, backend="pyomo", solver=solver, wall_time=time.perf_counter() - t0,
-                            details={"formulation": formulation, "milp_columns": columns},
+                            details={"formulation": formulation, "milp_columns": columns, **opts.details()},
                             message=f"the incremental MILP has {columns} columns; building and loading it through "
-                                    f"Pyomo takes about {columns / MILP_COLUMNS_PER_SECOND:.3g} s, beyond the time "
-                                    f"limit {time_limit:g} s (raise time_limit or use solver='scip' or exact)")
+                                    f"Pyomo takes about {columns / MILP_COLUMNS_PER_SECOND:.3g} s, beyond the "
+                                    f"{opts.note()} (raise time_limit or use solver='scip' or exact)")
     try:
         m = build_pyomo_model(model, integer=integer, formulation=formulation, max_milp_vars=max_milp_vars)
     except PyomoUnsupported as exc:
         return Solution(Status.UNSUPPORTED, backend="pyomo", solver=solver, message=str(exc))
     build_time = time.perf_counter() - t0
-    if time_limit is not None:
-        # the limit covers the whole call: building counts, the solver gets what is left. (Pyomo's
-        # hand-over of a large model to the solver happens before the solver's clock starts and cannot be
-        # interrupted; its time is reported in details["load_and_solve_time"].)
-        if build_time >= time_limit:
-            return Solution(Status.TIME_LIMIT, backend="pyomo", solver=solver, wall_time=build_time,
-                            details={"formulation": formulation, "build_time": build_time},
-                            message=f"building the {formulation.upper()} took {build_time:.3g} s, beyond the "
-                                    f"time limit {time_limit:g} s (lower max_milp_vars to refuse such models early)")
-        time_limit = time_limit - build_time
-        if formulation == "milp":
-            # the hand-over to HiGHS runs before HiGHS's clock starts: leave it its estimated share
-            time_limit = max(time_limit - columns / MILP_COLUMNS_PER_SECOND, 0.05 * time_limit)
+    # the limit covers the whole call: building counts, the solver gets what is left. (Pyomo's hand-over of
+    # a large model to the solver happens before the solver's clock starts and cannot be interrupted; its
+    # time is reported in details["load_and_solve_time"].)
+    if build_time >= time_limit:
+        return Solution(Status.TIME_LIMIT, backend="pyomo", solver=solver, wall_time=build_time,
+                        details={"formulation": formulation, "build_time": build_time, **opts.details()},
+                        message=f"building the {formulation.upper()} took {build_time:.3g} s, beyond the "
+                                f"{opts.note()} (lower max_milp_vars to refuse such models early)")
+    time_limit = time_limit - build_time
+    if formulation == "milp":
+        # the hand-over to HiGHS runs before HiGHS's clock starts: leave it its estimated share
+        time_limit = max(time_limit - columns / MILP_COLUMNS_PER_SECOND, 0.05 * time_limit)
     try:
-        status, msg, lb = solve_pyomo_model(m, solver, time_limit, mip_gap, tee, integer)
+        status, msg, lb = solve_pyomo_model(m, solver, time_limit, opts.rel_gap, opts.verbose, opts.solver_options)
+    except (KeyboardInterrupt, V.InvalidOption):
+        raise
     except Exception as exc:  # solver faults become a status
         return Solution(Status.ERROR, backend="pyomo", solver=solver, wall_time=time.perf_counter() - t0,
-                        message=f"{type(exc).__name__}: {exc}")
-    return _to_solution(model, m, integer, solver, formulation, status, msg, lb, mip_gap, t0, build_time)
+                        message=f"{type(exc).__name__}: {exc}", details=opts.details())
+    if status == Status.TIME_LIMIT:
+        msg = f"{msg} ({opts.note()})"
+    return _to_solution(model, m, integer, solver, formulation, status, msg, lb, opts, t0, build_time)
 
 
-def _to_solution(model, m, integer, solver, formulation, status, msg, lb, mip_gap, t0, build_time) -> Solution:
+def _to_solution(model, m, integer, solver, formulation, status, msg, lb, opts, t0, build_time) -> Solution:
     import pyomo.environ as pe
 
     vals = [m.n[i].value for i in range(model.k)]
     details = {"formulation": formulation, "build_time": build_time,
-               "load_and_solve_time": time.perf_counter() - t0 - build_time}
+               "load_and_solve_time": time.perf_counter() - t0 - build_time, **opts.details()}
     if status == Status.INFEASIBLE:
         known = known_feasible_point(model)
         if known is not None:
@@ -521,14 +552,32 @@ def _to_solution(model, m, integer, solver, formulation, status, msg, lb, mip_ga
                             wall_time=time.perf_counter() - t0,
                             message=f"{msg}; the incremental LP returned a fractional point (ties); "
                                     "rerun with a model that has an extra constraint to force binaries")
-        if not model.is_feasible(n, tol=1e-7):
-            if status == Status.TIME_LIMIT:
+        repaired = violation = None
+        if not model.is_feasible(n):
+            # the solver accepts points that violate a constraint by its own tolerance (~1e-6 relative):
+            # move units to a feasible point nearby, else report the violation
+            violation = max_violation(model, n)
+            fixed = repair_integer_point(model, n) if violation <= FEASIBILITY_TOL else None
+            if fixed is not None:
+                repaired, n = n, fixed
+                msg = (f"{msg}; the solver's rounded point {repaired.tolist()} violated a constraint by "
+                       f"{violation:.2g} (relative, within the solver's tolerance) and was repaired to a feasible "
+                       f"point by unit moves")
+                details["repaired_from"] = repaired.tolist()
+            elif violation <= FEASIBILITY_TOL and status != Status.INFEASIBLE:
+                status = Status.FEASIBLE if status == Status.OPTIMAL else status
+                msg = (f"{msg}; the point violates a constraint by {violation:.2g} (relative, within the solver's "
+                       f"tolerance {FEASIBILITY_TOL:g}) and no feasible point was found by unit moves")
+                details["max_violation"] = violation
+            elif status == Status.TIME_LIMIT:
                 return Solution(Status.TIME_LIMIT, backend="pyomo", solver=solver, details=details,
                                 wall_time=time.perf_counter() - t0, message=f"{msg}; no incumbent")
-            return Solution(Status.ERROR, backend="pyomo", solver=solver, details=details,
-                            wall_time=time.perf_counter() - t0,
-                            message=f"{msg}; the solver's rounded point {n.tolist()} is infeasible")
-        if status == Status.OPTIMAL and mip_gap:
+            else:
+                return Solution(Status.ERROR, backend="pyomo", solver=solver, details=details,
+                                wall_time=time.perf_counter() - t0,
+                                message=f"{msg}; the solver's rounded point {n.tolist()} is infeasible "
+                                        f"(relative violation {violation:.2g})")
+        if status == Status.OPTIMAL and opts.rel_gap:
             status = Status.FEASIBLE
         sol = model.make_solution(n=n, status=status, message=msg)
         if isinstance(model, StratifiedDesign) and model.is_plain:
@@ -536,6 +585,9 @@ def _to_solution(model, m, integer, solver, formulation, status, msg, lb, mip_ga
         else:
             lbu = lb * scale + offset if np.isfinite(lb) else float("nan")
             gap = (sol.objective - lbu) / abs(sol.objective) if np.isfinite(lbu) and sol.objective else float("nan")
+            if repaired is not None and status == Status.OPTIMAL and not gap <= PROVEN_GAP:
+                # the solver proved its own (slightly infeasible) point; the repaired one is proven only by the bound
+                sol.status = status = Status.FEASIBLE
             sol.certificate = Certificate("gap", status == Status.OPTIMAL, lower_bound=lbu, gap=gap,
                                           message=f"{solver} bound")
     else:
@@ -563,16 +615,23 @@ def _to_solution(model, m, integer, solver, formulation, status, msg, lb, mip_ga
     return sol
 
 
-def solve(model, solver: str = "scip", time_limit: float | None = None, mip_gap: float | None = None,
-          formulation: str | None = None, tee: bool = False, max_milp_vars: int = DEFAULT_MAX_MILP_VARS) -> Solution:
+def solve(model, solver: str = "scip", time_limit: float | None = None, rel_gap: float | None = None,
+          verbose: bool = False, solver_options: dict | None = None, formulation: str | None = None,
+          max_milp_vars: int = DEFAULT_MAX_MILP_VARS, **removed) -> Solution:
     """Integer design with SCIP (MINLP) or HiGHS (incremental MILP)."""
-    return _run(model, True, solver, time_limit, mip_gap, formulation, tee, max_milp_vars)
+    return _run(model, True, solver, time_limit, rel_gap, verbose, solver_options, formulation, max_milp_vars,
+                removed)
 
 
-def relax(model, solver: str = "scip", time_limit: float | None = None, mip_gap: float | None = None,
-          formulation: str | None = None, tee: bool = False, max_milp_vars: int = DEFAULT_MAX_MILP_VARS) -> Solution:
+def relax(model, solver: str = "scip", time_limit: float | None = None, rel_gap: float | None = None,
+          verbose: bool = False, solver_options: dict | None = None, formulation: str | None = None,
+          max_milp_vars: int = DEFAULT_MAX_MILP_VARS, **removed) -> Solution:
     """Continuous relaxation with SCIP (global NLP) or IPOPT (if installed)."""
-    return _run(model, False, solver, time_limit, mip_gap, formulation, tee, max_milp_vars)
+    return _run(model, False, solver, time_limit, rel_gap, verbose, solver_options, formulation, max_milp_vars,
+                removed)
+
+
+solve.solvers = relax.solvers = SOLVERS    # read by compare and the CLI (row variants, --solver checks)
 
 
 for _cls in (StratifiedDesign, MinCostDesign):
