@@ -82,7 +82,7 @@ def test_paper_lambda_invalid_corrected_valid():
 
 
 def test_candidate_limit_refuses_clearly():
-    m = dpopt.datasets.chen_section54(10, 1000)
+    m = dpopt.datasets.chen_section54(10, 10 ** 7, scale_to_fit=True)   # 512 roundings, a cube of ~8e4
     sol = m.solve(backend="algorithm1", max_candidates=600)
     assert sol.status == dpopt.Status.UNSUPPORTED and "max_candidates=600" in sol.message
     assert sol.details["candidates"] > 600 and "n_init" in sol.details

@@ -6,15 +6,15 @@ Steps (plain sum-and-bounds StratifiedDesign only):
     ``{⌊x_i*⌋, ⌈x_i*⌉}`` of all coordinates but one (the widest), the last one implied by the sum; the
     infeasible ones are skipped, and if none is feasible a largest-remainder rounding of x* within the
     bounds is used instead.
-(b) radius ``r = sqrt(2 (g(n_init) − g(x*)) / λ)`` (widened by x*'s measured KKT slack and by a bound
-    on the rounding of g, since x* is a numerical solution). **Correction**: λ must lower-bound the Hessian
-    on the whole search region, not only at x* (the paper's choice): the diagonal f_i'' is decreasing in
-    x_i, so λ(r) = min_i f_i''(min(x_i* + r, hi_i)), and r ← r(λ(r)) is iterated until it stops growing
-    (a fixed point r ≥ r(λ(r)) is valid: along any ray from x* the objective rises by at least λ r²/2
-    within the radius and keeps rising beyond it). Active bounds: x* is optimal over the box and the
-    sum, so ∇g(x*)·(n − x*) ≥ 0 for every feasible n and the quadratic bound still holds.
-(c) exhaustive search of the integer cube ``max(x_i* − r, lo_i) ≤ n_i ≤ min(x_i* + r, hi_i)`` with the
-    implied coordinate checked against its bounds, vectorised with numpy.
+(b) radii. **Correction**: the paper's λ (the smallest Hessian eigenvalue at x*) does not bound the
+    curvature away from x* (f_i'' decreases in x_i). Each stratum gets its own curvature bound m_i (f_i'' at
+    the right end of its own range) and radius r_i = (ρ + sqrt(ρ² + 2 m_i dg_i))/m_i, iterated to a fixed
+    point (``corrected_radii``), with dg = g(n_init) − g(x*) widened by x*'s measured KKT slack (ρ, c) and a
+    bound on the rounding of g; then each range is shrunk to the integers whose exact Bregman divergence
+    D_i stays within dg_i (``tighten_box``). Every design better than n_init lies in the resulting box;
+    the proof is in docs/algorithm1.md.
+(c) exhaustive search of that integer box (within the bounds tightened by the sum) with the implied
+    coordinate checked against its bounds, vectorised with numpy.
 
 The number of candidates (the roundings of (a) plus the cube of (c)) is limited by ``max_candidates``;
 above it the backend refuses with status ``unsupported`` and says by how much (n_init, its gap, λ and r
@@ -79,21 +79,77 @@ def kkt_slack(model: StratifiedDesign, xs: np.ndarray, multiplier: float | None)
     return float(np.linalg.norm(res)), abs(mu * (model.total - math.fsum(xs)))
 
 
-def corrected_radius(model: StratifiedDesign, xs: np.ndarray, dg: float, rho: float = 0.0, max_iter: int = 200):
-    """(r, λ, iterations): the fixed point of r ← r(dg, λ(r), ρ) started from λ at x*."""
-    lam = _hess_min(model, xs, 0.0)
-    r = _radius(dg, lam, rho)
+def _curvatures(model: StratifiedDesign, xs: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """m_i = min f_i'' over coordinate i's own range [max(x_i*−r_i, lo_i), min(x_i*+r_i, hi_i)] (feasible
+    bounds); f_i'' is decreasing, so the right end is the minimiser (the left end is a cheap guard)."""
+    lo, hi = (b.astype(float) for b in feasible_bounds(model))
+    right = np.minimum(xs + r, hi)
+    left = np.maximum(xs - r, lo)
+    return np.minimum(model.terms_derivative(right, 2), model.terms_derivative(left, 2))
+
+
+def _radii(dg: float, m: np.ndarray, rho: float, span: np.ndarray) -> np.ndarray:
+    """Per-stratum radii r_i: the largest |d| with m_i d²/2 − ρ|d| ≤ dg_i, capped at the stratum's feasible
+    span, where dg_i = dg + Σ_{j≠i} min(ρ²/(2 m_j), ρ·span_j) bounds what the other strata can give back
+    through x*'s KKT slack ρ (docs/algorithm1.md)."""
+    give = np.zeros_like(m)
+    if rho > 0:
+        with np.errstate(divide="ignore"):
+            give = np.minimum(np.where(m > 0, rho * rho / (2.0 * np.where(m > 0, m, 1.0)), np.inf), rho * span)
+    dgi = dg + (math.fsum(give) - give)
+    r = np.array([_radius(float(dgi[i]), float(m[i]), rho) for i in range(m.size)])
+    return np.minimum(r, span), dgi
+
+
+def corrected_radii(model: StratifiedDesign, xs: np.ndarray, dg: float, rho: float = 0.0, max_iter: int = 200):
+    """(r, m, iterations): per-stratum radii and curvature bounds, the fixed point of r ← R(m(r)).
+
+    Starting from the curvatures at x*, each round takes m_i over stratum i's current range and recomputes the
+    radii; r only grows, and the loop stops at a point where R(m(r)) ≤ r, at which every m_i is valid on the
+    range its own radius needs (the proof is in docs/algorithm1.md). Bounded: after ``max_iter`` rounds the
+    whole feasible range of every stratum is used (always valid)."""
+    lo, hi = (b.astype(float) for b in feasible_bounds(model))
+    span = np.maximum(xs - lo, hi - xs)
+    r = np.zeros_like(xs)
+    m = _curvatures(model, xs, r)
+    r, dgi = _radii(dg, m, rho, span)
     for it in range(1, max_iter + 1):
-        lam_new = _hess_min(model, xs, r)
-        r_new = _radius(dg, lam_new, rho)
-        if r_new <= r * (1 + 1e-12):
-            return r, lam_new, it
-        r, lam = r_new, lam_new
-    # no fixed point reached: the λ over the whole feasible box is valid everywhere
-    flo, fhi = feasible_bounds(model)
-    span = float(np.max(fhi - flo))
-    lam = _hess_min(model, xs, span)
-    return _radius(dg, lam, rho), lam, max_iter
+        grown = np.minimum(r * (1 + 1e-9) + 1e-12, span)   # a margin so the fixed point is met exactly
+        m_new = _curvatures(model, xs, grown)
+        r_new, dgi = _radii(dg, m_new, rho, span)
+        if np.all(r_new <= grown):      # each m_i holds on a range containing the radius it gives
+            return r_new, m_new, dgi, it
+        r = np.maximum(r, r_new)
+    m = _curvatures(model, xs, span)
+    return span.copy(), m, _radii(dg, m, rho, span)[1], max_iter
+
+
+#: widest per-stratum range tabulated by :func:`tighten_box` (beyond it the curvature box is kept)
+_TABULATE_MAX = 2_000_000
+
+
+def tighten_box(model: StratifiedDesign, xs: np.ndarray, dgi: np.ndarray, rho: float, clo: np.ndarray,
+                chi: np.ndarray):
+    """Shrink each stratum's range to the hull of the integers n_i with D_i(n_i − x_i*) − ρ|n_i − x_i*| ≤ dg_i,
+    D_i(d) = f_i(x_i* + d) − f_i(x_i*) − f_i'(x_i*)·d the exact Bregman divergence of f_i (each side of x_i*
+    it grows with |d|); a margin of 64 ulps of the three terms covers the rounding of D_i."""
+    f1 = model.terms_derivative(xs, 1)
+    tiny = 64 * np.finfo(float).eps
+    lo2, hi2 = clo.copy(), chi.copy()
+    for i in range(model.k):
+        if chi[i] - clo[i] > _TABULATE_MAX:
+            continue
+        v = np.arange(clo[i], chi[i] + 1)
+        d = v - xs[i]
+        fv = _term(model, i, v)
+        f0 = float(_term(model, i, np.array([xs[i]]))[0])
+        lin = f1[i] * d
+        D = (fv - f0) - lin
+        slack = tiny * (np.abs(fv) + abs(f0) + np.abs(lin))
+        keep = np.flatnonzero(D - slack - rho * np.abs(d) <= dgi[i])
+        if keep.size:
+            lo2[i], hi2[i] = v[keep[0]], v[keep[-1]]
+    return lo2, hi2
 
 
 def _rounding_candidates(model: StratifiedDesign, xs: np.ndarray):
@@ -163,23 +219,25 @@ def solve_stratified(model: StratifiedDesign, max_candidates: int = DEFAULT_MAX_
     details.update(n_init=n_init, n_init_gap=gap, n_init_fallback=fallback, rounding_candidates=n_round,
                    kkt_slack=rho)
 
-    # (b) radius
-    if lambda_rule == "paper":
-        lam = _hess_min(model, xs, 0.0)
-        r, it = _radius(dg, lam, rho), 0
-    else:
-        r, lam, it = corrected_radius(model, xs, dg, rho)
+    # (b) radius: one per stratum (corrected), or the paper's single λ at x*
     lam_paper = _hess_min(model, xs, 0.0)
-    details.update(lam=lam, r=r, radius_iterations=it, lam_paper=lam_paper, r_paper=_radius(dg, lam_paper, rho),
-                   lambda_rule=lambda_rule)
-
-    # (c) the cube
-    lo, hi = feasible_bounds(model)
-    if not math.isfinite(r):
-        clo, chi = lo.copy(), hi.copy()
+    r_paper = _radius(dg, lam_paper, rho)
+    if lambda_rule == "paper":
+        radii, curv, it = np.full(model.k, r_paper), np.full(model.k, lam_paper), 0
     else:
-        clo = np.maximum(np.ceil(xs - r - 1e-9 * np.maximum(1, xs)), lo).astype(np.int64)
-        chi = np.minimum(np.floor(xs + r + 1e-9 * np.maximum(1, xs)), hi).astype(np.int64)
+        radii, curv, dgi, it = corrected_radii(model, xs, dg, rho)
+    r, lam = float(np.max(radii)), float(np.min(curv))
+    details.update(lam=lam, r=r, radii=radii, curvatures=curv, radius_iterations=it, lam_paper=lam_paper,
+                   r_paper=r_paper, lambda_rule=lambda_rule)
+
+    # (c) the cube Π [x_i* − r_i, x_i* + r_i] within the feasible bounds
+    lo, hi = feasible_bounds(model)
+    reach = np.where(np.isfinite(radii), radii, np.inf)
+    with np.errstate(invalid="ignore"):
+        clo = np.maximum(np.ceil(xs - reach - 1e-9 * np.maximum(1, xs)), lo).astype(np.int64)
+        chi = np.minimum(np.floor(xs + reach + 1e-9 * np.maximum(1, xs)), hi).astype(np.int64)
+    if lambda_rule != "paper":
+        clo, chi = tighten_box(model, xs, dgi, rho, clo, chi)
     # the implied coordinate: the widest cube range
     jj = int(np.argmax(chi - clo))
     free2 = np.array([i for i in range(model.k) if i != jj], dtype=np.int64)
@@ -189,7 +247,7 @@ def solve_stratified(model: StratifiedDesign, max_candidates: int = DEFAULT_MAX_
         details["max_candidates"] = limit
         return Solution(Status.UNSUPPORTED, backend="algorithm1", details=details,
                         wall_time=time.perf_counter() - t0,
-                        message=f"Algorithm 1 refused: the search cube (r = {r:.4g}) holds {count} candidates > "
+                        message=f"Algorithm 1 refused: the search cube (radii up to {r:.4g}) holds {count} candidates > "
                                 f"max_candidates={limit}; n_init (gap {gap:.3e}) is in details; pass "
                                 f"max_candidates=... to raise the limit")
     n_best = n_init
@@ -207,8 +265,8 @@ def solve_stratified(model: StratifiedDesign, max_candidates: int = DEFAULT_MAX_
         status, msg = Status.FEASIBLE, ("paper's λ (Hessian at x*) is not a valid bound on the search region; "
                                         "optimality not proven")
     else:
-        status, msg = Status.OPTIMAL, (f"exhaustive search of {count} candidates in the corrected radius "
-                                       f"r = {r:.4g} (λ = {lam:.4g})")
+        status, msg = Status.OPTIMAL, (f"exhaustive search of {count} candidates within the per-stratum radii "
+                                       f"(largest {r:.4g}; docs/algorithm1.md)")
     convex, why = model.convexity_verified()
     if status == Status.OPTIMAL and not convex:
         status, msg = Status.FEASIBLE, f"{msg}; not proven optimal: {why}"
