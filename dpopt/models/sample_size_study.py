@@ -52,7 +52,7 @@ class SampleSizeStudy(Model):
             self.delta = V.probability("delta", delta)
         if self.statistic == "median" and self.delta <= 0:
             raise ValueError("delta must be > 0 for the smooth-sensitivity median")
-        self.draws = V.integer("draws", draws, minimum=2)
+        self.draws = V.integer("draws", draws, minimum=2, maximum=10**8)
         self.seed = V.integer("seed", seed, minimum=0)
         self.value_range = None if value_range is None else V.positive("value_range", value_range)
         if self.value_range is not None and self.value_range > 2 * VALUE_MAX:
