@@ -16,7 +16,11 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("solve", help="solve a model file")
     s.add_argument("file", help="model file (TOML)")
-    s.add_argument("--backend", default=None, help="backend name (default: the file's [solve] backend, else exact)")
+    s.add_argument("--backend", default=None, help="backend name, or backend:solver as in compare (e.g. "
+                                                  "pyomo:highs); default: the file's [solve] backend, else exact")
+    s.add_argument("--solver", default=None, help="solver of the backend (pyomo: scip, highs, ipopt)")
+    s.add_argument("--allow-outside-paths", action="store_true",
+                   help="let the model file name data files outside its own folder")
     s.add_argument("--relax", action="store_true", help="solve the continuous relaxation instead")
     s.add_argument("--time-limit", type=float, default=None, help="seconds (backends that support it)")
     s.add_argument("--json", action="store_true", help="print the Solution as JSON")
@@ -28,6 +32,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--relax", action="store_true", help="compare continuous relaxations instead")
     c.add_argument("--time-limit", type=float, default=None, help="seconds per backend (those that support it)")
     c.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    c.add_argument("--allow-outside-paths", action="store_true",
+                   help="let the model file name data files outside its own folder")
     pl = sub.add_parser("plot", help="draw a figure (needs the plot extra); 'dpopt plot list' lists them, "
                                      "'dpopt plot MODEL.toml' draws your own model")
     pl.add_argument("figure", help="figure name, 'all', 'list', or a model file (.toml)")
@@ -49,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
             return _solve(args)
         if args.command == "compare":
             from .compare import compare
-            model, _ = modelfile.load(args.file)
+            model, _ = modelfile.load(args.file, allow_outside=args.allow_outside_paths)
             res = compare(model, backends=args.backends and " ".join(args.backends), time_limit=args.time_limit,
                           progress=not args.json, relax=args.relax)
             print(json.dumps(res.to_dict(), indent=2) if args.json else res.table())
@@ -59,22 +65,66 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("design", "release"):
             from . import cli_frames
             return cli_frames.run_design(args) if args.command == "design" else cli_frames.run_release(args)
+    except KeyboardInterrupt:      # raised by a backend or a solver that caught SIGINT: stop, one line
+        print("dpopt: interrupted", file=sys.stderr)
+        return 130
     except (modelfile.ModelFileError, ValueError, TypeError, ImportError) as exc:
-        print(f"dpopt: error: {exc}", file=sys.stderr)
+        print(f"dpopt: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"dpopt: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except RecursionError:
+        print(f"dpopt: error: {getattr(args, 'file', 'input')}: structures nested too deeply", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print(f"dpopt: error: {getattr(args, 'file', 'input')}: the problem is too large for the available "
+              "memory", file=sys.stderr)
         return 2
     return 1
 
 
+def _one_line(exc) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 def _solve(args) -> int:
-    model, options = modelfile.load(args.file)
+    from .compare import handler_solvers
+
+    model, options = modelfile.load(args.file, allow_outside=args.allow_outside_paths)
     options = dict(options)
     backend = args.backend or options.pop("backend", None) or model.default_backend
     options.pop("backend", None)
+    if isinstance(backend, str) and ":" in backend:          # compare's spelling: pyomo:highs
+        backend, options["solver"] = backend.split(":", 1)
+    if args.solver is not None:
+        options["solver"] = args.solver
+    task_name = "relax" if args.relax else "solve"
+    if "solver" in options and isinstance(backend, str) and backend in available_backends():
+        if option_parameter(model, backend, task_name, "solver") is None:
+            raise ValueError(f"backend {backend!r} takes no solver for a {type(model).__name__} ({task_name})")
+        allowed = handler_solvers(model, backend, task_name)
+        name = options["solver"]
+        if allowed and not (isinstance(name, str) and name.strip().lower() in allowed):
+            shown = name if isinstance(name, str) and len(name) <= 80 else f"{str(name)[:77]}..."
+            raise ValueError(f"solver {shown!r} is not a solver of backend {backend!r} for a "
+                             f"{type(model).__name__}; allowed: {', '.join(allowed)}")
+    takes_limit = isinstance(backend, str) and option_parameter(model, backend, task_name, "time_limit") is not None
     if args.time_limit is not None:
-        if option_parameter(model, backend, "relax" if args.relax else "solve", "time_limit") is not None:
+        if takes_limit:
             options["time_limit"] = args.time_limit
         else:   # the flag applies to the backends that take it; say so rather than fail
             print(f"dpopt: note: backend {backend!r} takes no time limit; --time-limit ignored", file=sys.stderr)
+    allowed = handler_solvers(model, backend, task_name) if isinstance(backend, str) \
+        and backend in available_backends() else None
+    if allowed and takes_limit:      # an external solver runs: say which, and for how long at most
+        from .backends._pyomo import DEFAULT_TIME_LIMIT
+        limit = options.get("time_limit")
+        limit_text = (f"time limit {DEFAULT_TIME_LIMIT:g} s, the default (--time-limit to change)" if limit is None
+                      else f"time limit {limit:g} s")
+        print(f"dpopt: solving with {backend} ({options.get('solver', allowed[0])}); {limit_text} ...",
+              file=sys.stderr, flush=True)
     task = model.relax if args.relax else model.solve
     sol = task(backend=backend, **options)
     if args.json:
@@ -103,7 +153,12 @@ def _plot(args) -> int:
     if unknown:
         raise ValueError(f"unknown figure {unknown[0]!r}; available: {', '.join(sorted(table))}")
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {args.out!r} exists and is not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"--out {args.out!r}: cannot create the directory ({exc.strerror or exc})") from None
     for name in names:
         print(f"{name}: wrote {table[name](out, quick=args.quick)}")
     return 0

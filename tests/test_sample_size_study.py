@@ -66,7 +66,7 @@ def test_model_file_populations(tmp_path):
                                     "population": {"kind": "values", "values": [3, 1, 2]}})
     assert model.N == 3 and model.delta == pytest.approx(1 / 6)
     for bad, match in (({"kind": "poisson", "N": 5}, "kind"), ({"kind": "lognormal"}, "missing key"),
-                       ({"kind": "csv", "csv": "nope.csv"}, "cannot read"),
+                       ({"kind": "csv", "csv": "nope.csv"}, "no such file"),
                        ({"kind": "csv", "csv": "pop.csv", "column": "age"}, "no column")):
         with pytest.raises(modelfile.ModelFileError, match=match):
             modelfile.from_dict({"family": "sample_size_study", "epsilon": 1.0, "population": bad}, base=tmp_path)

@@ -304,14 +304,23 @@ def _table_records(rows, id_col, parent_col, count_col, level_col):
     if isinstance(rows, (str, Path)):
         path = Path(rows)
         try:
-            with path.open(newline="") as fh:
+            with path.open(newline="", encoding="utf-8-sig") as fh:
                 reader = csv.DictReader(fh)
                 need = [id_col, parent_col, count_col] + ([level_col] if level_col else [])
                 missing = [c for c in need if c not in (reader.fieldnames or [])]
                 if missing:
-                    raise ValueError(f"{path}: missing column(s) {missing}; found {reader.fieldnames}")
-                out = [rec(r[id_col], r[parent_col], r[count_col], r.get(level_col) if level_col else None,
-                           f"{path} row {i + 2}") for i, r in enumerate(reader)]
+                    # (the header is not quoted back: the file may be anything, e.g. a system file)
+                    raise ValueError(f"{path}: not a tree table: the header lacks column(s) "
+                                     f"{', '.join(map(repr, missing))} (its first line has "
+                                     f"{len(reader.fieldnames or [])} field(s))")
+                out = []
+                for i, r in enumerate(reader):
+                    if None in r or any(r[c] is None for c in need):
+                        raise ValueError(f"{path} row {i + 2}: its number of fields differs from the header's")
+                    out.append(rec(r[id_col], r[parent_col], r[count_col], r.get(level_col) if level_col else None,
+                                   f"{path} row {i + 2}"))
+        except csv.Error as exc:
+            raise ValueError(f"tree table {path}: not a valid CSV file ({exc})") from None
         except UnicodeDecodeError:
             raise ValueError(f"tree table {path}: not a UTF-8 text (CSV) file") from None
         except OSError as exc:
@@ -699,7 +708,7 @@ def __getattr__(name: str):
 
 
 # ---------------------------------------------------------------------------------- model files
-from ..modelfile import ModelFileError, register_family, take  # noqa: E402
+from ..modelfile import ModelFileError, register_family, resolve_path, take  # noqa: E402
 
 
 @register_family("hierarchy")
@@ -722,7 +731,11 @@ def _load_hierarchy(data: dict, base) -> HierarchyBudget:
         parents = [None] + list(tree.get("parents", []))
         h = Hierarchy.from_levels(tree["counts"], parents, tree.get("ids"), allow_inconsistent=allow)
     elif "tree_csv" in data:
-        h = Hierarchy.from_table(Path(base) / data["tree_csv"], allow_inconsistent=allow)
+        path = resolve_path(base, data["tree_csv"], "tree_csv")     # under the model file's folder
+        try:
+            h = Hierarchy.from_table(path, allow_inconsistent=allow)
+        except (ValueError, TypeError) as exc:
+            raise ModelFileError(f"tree_csv = {data['tree_csv']!r}: {exc}") from None
     else:
         from ..datasets import load_gapminder, toy_hierarchy
         ds = data["dataset"]
