@@ -123,7 +123,8 @@ def _solve(args) -> int:
         limit = options.get("time_limit")
         limit_text = (f"time limit {DEFAULT_TIME_LIMIT:g} s, the default (--time-limit to change)" if limit is None
                       else f"time limit {limit:g} s")
-        print(f"dpopt: solving with {backend} ({options.get('solver', allowed[0])}); {limit_text} ...",
+        solver = str(options.get("solver", allowed[0])).strip().lower()
+        print(f"dpopt: solving with {backend} ({solver}); {limit_text} ...",
               file=sys.stderr, flush=True)
     task = model.relax if args.relax else model.solve
     sol = task(backend=backend, **options)
