@@ -55,7 +55,7 @@ def chen_section54(k: int, total: int, epsilon: float = 1.0, mechanism: str = "l
     155 000 at k = 10; with ``scale_to_fit`` a larger total multiplies every N_i by the smallest power of ten
     that makes it feasible (otherwise the constructor refuses it).
     """
-    k = V.integer("k", k, minimum=1)
+    k = V.integer("k", k, minimum=1, maximum=10**6)
     total = V.integer("total", total, minimum=1)
     i = np.arange(1, k + 1)
     N = 10000 + 1000 * (k + 1 - i)
