@@ -61,8 +61,12 @@ def _prepare(model, options, solvers):
     x0 = np.sqrt(lo * hi)
     scale = max(abs(prog.evaluate(x0)[0]), 1e-300) * 1e-6
     milp = secant_milp(prog, lo, hi, anchor=x0, obj_scale=scale, row_tighten=2e-10)
+    solver_options = options.get("solver_options") or {}
+    if not isinstance(solver_options, dict):
+        raise V.InvalidOption(f"solver_options must be a mapping of the solver's own options, got "
+                              f"{type(solver_options).__name__}")
     return dict(prog=prog, milp=milp, solver=solver, time_limit=time_limit, gap=gap,
-                verbose=bool(options.get("verbose", options.get("tee", False)))), None
+                verbose=bool(options.get("verbose", False)), solver_options=dict(solver_options)), None
 
 
 def _finish(model, prep, status_word, n, bound, solver_name, t0, message):
@@ -137,6 +141,7 @@ def solve_pyomo(model, **options) -> Solution:
     left = max(prep["time_limit"] - (time.perf_counter() - t0), 1e-3)
     opts = ({"limits/time": left, "limits/gap": prep["gap"]} if key == "scip"
             else {"time_limit": left, "mip_rel_gap": prep["gap"]})
+    opts.update(prep["solver_options"])          # passed straight through, as on every Pyomo route
     from ._pyomo import quiet_pyomo_log
     with quiet_pyomo_log():
         res = opt.solve(m, load_solutions=False, tee=prep["verbose"], options=opts)
@@ -189,8 +194,8 @@ def solve_cvxpy(model, **options) -> Solution:
     prob = cp.Problem(cp.Minimize(milp.c @ v + milp.offset), cons)
     key = prep["solver"]
     left = max(prep["time_limit"] - (time.perf_counter() - t0), 1e-3)
-    kw = ({"scip_params": {"limits/time": left, "limits/gap": prep["gap"]}} if key == "scip"
-          else {"time_limit": left, "mip_rel_gap": prep["gap"]})
+    kw = ({"scip_params": {"limits/time": left, "limits/gap": prep["gap"], **prep["solver_options"]}}
+          if key == "scip" else {"time_limit": left, "mip_rel_gap": prep["gap"], **prep["solver_options"]})
     try:
         prob.solve(solver=_CVXPY_SOLVERS[key], verbose=prep["verbose"], **kw)
     except cp.error.SolverError as exc:
