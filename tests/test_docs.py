@@ -1,7 +1,11 @@
-"""The documentation in docs/ is self-contained: every pointer to it resolves, and nothing cites a file
-outside the repository."""
+"""The documentation in docs/ is self-contained: every pointer to it resolves, nothing cites a file
+outside the repository, and the options table of docs/api.md is the registered backends' own.
 
+``python tests/test_docs.py`` rewrites that table after a backend's options change."""
+
+import inspect
 import re
+import sys
 import unicodedata
 from pathlib import Path
 
@@ -63,3 +67,69 @@ def test_nothing_cites_a_specification_outside_the_repository():
             continue
         for i, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1):
             assert not re.search(r"\bSPEC\b", line), f"{f.relative_to(ROOT)}:{i} cites SPEC: {line.strip()}"
+
+
+# ------------------------------------------------------------------ the options table of docs/api.md
+COMMON = ("solver", "time_limit", "rel_gap", "verbose", "solver_options")
+TABLE_START = "<!-- options table: generated from the registered handlers' signatures -->"
+TABLE_END = "<!-- end of options table -->"
+BACKEND_ORDER = ["exact", "algorithm1", "enumerate", "pyomo", "cvxpy", "scipy", "monte-carlo"]
+
+
+def options_table() -> str:
+    """One row per (backend, model class): tasks, the common options it takes (✓, with the task when only
+    one takes it and the default when not None/False) and its own options, from the handlers' signatures."""
+    from dpopt import registry
+    registry.available_backends()                      # imports every backend
+    rows: dict = {}
+    for (name, cls, task), fn in registry._HANDLERS.items():
+        params = [q for q in list(inspect.signature(fn).parameters.values())[1:]
+                  if q.kind in (q.POSITIONAL_OR_KEYWORD, q.KEYWORD_ONLY)]
+        rows.setdefault((name, cls.__name__), []).append((task, params))
+    lines = ["| backend | model | task | " + " | ".join(f"`{c}`" for c in COMMON) + " | its own options |",
+             "|---|---|---|" + "---|" * len(COMMON) + "---|"]
+
+    def order(key):
+        return (BACKEND_ORDER.index(key[0]) if key[0] in BACKEND_ORDER else len(BACKEND_ORDER), key)
+
+    for (name, model), entries in sorted(rows.items(), key=lambda kv: order(kv[0])):
+        tasks = sorted(t for t, _ in entries)
+        default, where, own = {}, {}, []
+        for task, params in entries:
+            for q in params:
+                if q.name in COMMON:
+                    default[q.name] = q.default
+                    where.setdefault(q.name, set()).add(task)
+                elif q.name not in own:
+                    own.append(q.name)
+
+        def cell(c):
+            if c not in default:
+                return "—"
+            only = "" if len(where[c]) == len(tasks) else next(iter(where[c]))
+            value = "" if default[c] in (None, False, inspect.Parameter.empty) else repr(default[c])
+            inner = ": ".join(x for x in (only, value) if x)
+            return "✓" + (f" ({inner})" if inner else "")
+
+        lines.append(f"| `{name}` | {model} | {', '.join(tasks)} | " + " | ".join(cell(c) for c in COMMON)
+                     + " | " + (", ".join(f"`{o}`" for o in own) or "—") + " |")
+    return "\n".join(lines)
+
+
+def _api_table(text: str) -> str:
+    i, j = text.index(TABLE_START) + len(TABLE_START), text.index(TABLE_END)
+    return text[i:j].strip()
+
+
+def test_api_options_table_matches_the_backends():
+    text = (DOCS / "api.md").read_text(encoding="utf-8")
+    assert _api_table(text) == options_table(), \
+        "docs/api.md's options table is out of date: run python tests/test_docs.py to regenerate it"
+
+
+if __name__ == "__main__":
+    api = DOCS / "api.md"
+    text = api.read_text(encoding="utf-8")
+    i, j = text.index(TABLE_START) + len(TABLE_START), text.index(TABLE_END)
+    api.write_text(text[:i] + "\n" + options_table() + "\n" + text[j:], encoding="utf-8")
+    print(f"rewrote the options table of {api}", file=sys.stderr)
