@@ -333,19 +333,15 @@ def _reduced_ranges(prog, Om, ell, n_lam, budget):
     return n_lam - search(-1), n_lam + search(+1)
 
 
-def _highs_solve(milp, rel_gap, abs_gap, time_limit, verbose=False):
-    """Solve a SecantMILP with HiGHS. Returns (status, n or None, objective, dual bound)."""
+def _highs_model(milp, integer: bool = True, verbose: bool = False):
+    """A HiGHS instance holding a SecantMILP (its LP relaxation when ``integer`` is False)."""
     import highspy
 
     h = highspy.Highs()
     h.setOptionValue("output_flag", bool(verbose))
-    h.setOptionValue("mip_rel_gap", float(rel_gap))
-    h.setOptionValue("mip_abs_gap", float(abs_gap))
     # rows hold to 1e-9 (dpopt's own feasibility test is 1e-9 relative)
     h.setOptionValue("primal_feasibility_tolerance", 1e-9)
     h.setOptionValue("mip_feasibility_tolerance", 1e-9)
-    if time_limit is not None:
-        h.setOptionValue("time_limit", max(float(time_limit), 1e-3))
     ncol = milp.c.size
     R = np.concatenate(milp.rows).astype(np.int64)
     C = np.concatenate(milp.cols).astype(np.int64)
@@ -369,8 +365,25 @@ def _highs_solve(milp, rel_gap, abs_gap, time_limit, verbose=False):
     lp.a_matrix_.start_ = start
     lp.a_matrix_.index_ = R
     lp.a_matrix_.value_ = Vv
-    lp.integrality_ = [highspy.HighsVarType.kInteger] * milp.k + [highspy.HighsVarType.kContinuous] * (ncol - milp.k)
+    if integer:
+        lp.integrality_ = ([highspy.HighsVarType.kInteger] * milp.k
+                           + [highspy.HighsVarType.kContinuous] * (ncol - milp.k))
     h.passModel(lp)
+    return h
+
+
+def _highs_solve(milp, rel_gap, abs_gap, time_limit, verbose=False, start=None):
+    """Solve a SecantMILP with HiGHS, from the integer point ``start`` when given (HiGHS completes the
+    epigraph columns). Returns (status, n or None, objective, dual bound, HiGHS's status text)."""
+    import highspy
+
+    h = _highs_model(milp, True, verbose)
+    h.setOptionValue("mip_rel_gap", float(rel_gap))
+    h.setOptionValue("mip_abs_gap", float(abs_gap))
+    if time_limit is not None:
+        h.setOptionValue("time_limit", max(float(time_limit), 1e-3))
+    if start is not None:
+        h.setSolution(milp.k, np.arange(milp.k, dtype=np.int32), np.asarray(start, dtype=float))
     h.run()
     st = h.getModelStatus()
     info = h.getInfo()
@@ -384,6 +397,25 @@ def _highs_solve(milp, rel_gap, abs_gap, time_limit, verbose=False):
     if not math.isfinite(bound):
         bound = -math.inf
     return name, n, info.objective_function_value * milp.obj_scale, bound, h.modelStatusToString(st)
+
+
+def _lp_multipliers(prog, lo, hi, anchor, scale, time_limit):
+    """Row multipliers of the secant LP on ``lo..hi``: the LP is the convex hull of the integer problem there,
+    so its duals maximise the integer Lagrangian dual whenever the range holds its minimisers (any λ gives a
+    valid bound, so a smaller range only weakens it). None when the LP fails."""
+    import highspy
+
+    milp = secant_milp(prog, lo, hi, anchor=anchor, obj_scale=scale * 1e-6)
+    h = _highs_model(milp, False)
+    if time_limit is not None:
+        h.setOptionValue("time_limit", max(float(time_limit), 1e-3))
+    h.run()
+    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal or not prog.m:
+        return None
+    y = np.asarray(h.getSolution().row_dual)[milp.con_rows]
+    lam = -y * milp.obj_scale / milp.con_units
+    lam = np.where(prog.inequality(), np.maximum(lam, 0.0), lam)
+    return lam if np.all(np.isfinite(lam)) else None
 
 
 def _feasible(prog, n) -> bool:
@@ -473,6 +505,124 @@ def _finish_relaxation(model, prog, res, rel_gap, deadline):
     return sol
 
 
+_START_BUDGET = 1e-9      # first reduced-cost budget, relative to the Lagrangian bound
+_GROWTH = 8.0             # budget growth between core MILPs
+
+
+def _window(prog, x, n_lam, width):
+    """Integers within ``width`` of the relaxation x (and the Lagrangian minimiser) per stratum."""
+    lo, hi = prog.lower, prog.upper
+    w_lo = np.minimum(np.clip(np.floor(x).astype(np.int64) - width, lo, hi), n_lam)
+    w_hi = np.maximum(np.clip(np.ceil(x).astype(np.int64) + width, lo, hi), n_lam)
+    return w_lo, w_hi
+
+
+def _solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose) -> dict:
+    """Certified integer optimum of one block of the program (see the module docstring).
+
+    Returns dict(n, ub, lb, lagrangian, x, q, lam, infeasible, reason, steps); ``lb`` is a proven lower
+    bound (−inf without convexity), ``n`` None when no feasible point was found.
+    """
+    steps: list[str] = []
+    res = _solve_dual(prog, deadline)
+    out = dict(n=None, ub=math.inf, lb=-math.inf, lagrangian=-math.inf, x=res["x"], q=res["q"], lam=res["lam"],
+               infeasible=False, reason="", steps=steps, converged=res["converged"])
+    if res["infeasible"]:
+        out.update(infeasible=True, reason="the continuous relaxation has no point (the Lagrangian dual exceeds "
+                   "the objective's maximum over the bounds)")
+        return out
+    x, lam = res["x"], res["lam"]
+    lo, hi = prog.lower, prog.upper
+    lb, n_lam, Om, ell = _integer_bound(prog, lam)
+    w_lo, w_hi = _window(prog, x, n_lam, window)
+    scale = max(abs(lb), 1e-300)
+    if convex and prog.m:
+        # the secant LP's duals are the best multipliers: its value is the convex hull bound
+        lam_lp = _lp_multipliers(prog, w_lo, w_hi, x, scale, deadline.left())
+        if lam_lp is not None:
+            lb_lp, n_lp, Om_lp, ell_lp = _integer_bound(prog, lam_lp)
+            if lb_lp > lb:
+                lb, n_lam, Om, ell, lam = lb_lp, n_lp, Om_lp, ell_lp, lam_lp
+    out["lam"] = lam
+    ub, inc = math.inf, None
+
+    def offer(n):
+        nonlocal ub, inc
+        if n is not None and _feasible(prog, n):
+            v = prog.evaluate(n.astype(float))[0]
+            if v < ub:
+                ub, inc = v, n.copy()
+
+    offer(n_lam)
+    if not convex:
+        # no bound exists: look for a good point on a widening window around the relaxation
+        region = (w_lo, w_hi)
+        for attempt in range(6):
+            size = int(np.sum(region[1] - region[0]))
+            if size > max_cols or deadline.passed():
+                break
+            milp = secant_milp(prog, region[0], region[1], anchor=x, obj_scale=scale * 1e-6, row_tighten=2e-10)
+            status, n, _, _, hs = _highs_solve(milp, rel_gap * 0.25, 0.0, deadline.left(), verbose)
+            steps.append(f"HiGHS on {size} segments: {hs}")
+            offer(n)
+            if inc is not None or status != "infeasible":
+                break
+            grow = 4 ** (attempt + 1) * (window + 1)
+            region = (np.clip(region[0] - grow, lo, hi), np.clip(region[1] + grow, lo, hi))
+        out.update(n=inc, ub=ub)
+        return out
+    out["lagrangian"] = lb
+    # core MILPs: reduced-cost fixing with budget b keeps, per stratum, the values v with r_i(v) ≤ b. Every
+    # feasible n has f(n) ≥ lb + Σ r_i(n_i), so once b ≥ ub − lb the ranges hold every point better than the
+    # incumbent and the MILP's optimum there is global. Small budgets give small, fast MILPs whose optima are
+    # incumbents; the budget grows until it covers ub − lb.
+    b = (ub - lb) if inc is not None else _START_BUDGET * scale
+    bound = -math.inf
+    for _ in range(80):
+        if inc is not None and ub - lb <= rel_gap * abs(ub):
+            bound = ub
+            break
+        if deadline.passed():
+            break
+        r_lo, r_hi = _reduced_ranges(prog, Om, ell, n_lam, b * (1 + 1e-12) + 1e-300)
+        covers = inc is not None and b >= ub - lb
+        whole = bool(np.all(r_lo == lo) and np.all(r_hi == hi))
+        size = int(np.sum(r_hi - r_lo))
+        if size > max_cols:
+            steps.append(f"core of {size} secant segments exceeds max_milp_columns={max_cols}")
+            break
+        sc = abs(ub) if inc is not None else scale
+        milp = secant_milp(prog, r_lo, r_hi, anchor=x, obj_scale=max(sc, 1e-300) * 1e-6, row_tighten=2e-10)
+        status, n, _, bnd, hs = _highs_solve(milp, rel_gap * 0.25, 0.0, deadline.left(), verbose,
+                                             start=inc if covers else None)
+        steps.append(f"HiGHS on {int(np.sum(r_hi > r_lo))} strata, {size} segments (budget {b / scale:.1e}): {hs}")
+        offer(n)
+        covers = inc is not None and b >= ub - lb
+        if status == "optimal":
+            if covers:
+                bound = min(bnd, ub)
+                break
+            b = min(ub - lb, b * _GROWTH)
+            continue
+        if status == "infeasible":
+            if whole:
+                out.update(infeasible=True, reason="no integer design meets every constraint (the continuous "
+                           "relaxation is feasible; HiGHS proved the whole box infeasible)")
+                return out
+            if covers:      # no point better than the incumbent (it lies in the ranges but failed HiGHS's rows)
+                bound = ub
+                break
+            b = b * _GROWTH if inc is None else min(ub - lb, b * _GROWTH)
+            if b > 1e3 * scale:
+                b = math.inf
+            continue
+        if covers and math.isfinite(bnd):      # time limit: HiGHS's bound holds over every improving point
+            bound = min(bnd, ub)
+        break
+    out.update(n=inc, ub=ub, lb=max(lb, bound) if inc is not None else lb)
+    return out
+
+
 def solve_constrained(model, rel_gap: float = DEFAULT_REL_GAP, time_limit: float | None = None,
                       verbose: bool = False, window: int = 1, max_milp_columns: int = 400_000) -> Solution:
     """Certified integer optimum of a constrained stratified or min-cost design (see the module docstring)."""
@@ -485,80 +635,64 @@ def solve_constrained(model, rel_gap: float = DEFAULT_REL_GAP, time_limit: float
     if unreachable:
         return Solution(status=Status.INFEASIBLE, message=f"infeasible: {unreachable}")
     convex, why = _convexity(model)
-    res = _solve_dual(prog, deadline)
-    if res["infeasible"]:
-        return Solution(status=Status.INFEASIBLE, message="infeasible: the continuous relaxation has no point "
-                        "(the Lagrangian dual exceeds the objective's maximum over the bounds)")
-    lam = res["lam"]
-    lb0, n_lam, Om, ell = _integer_bound(prog, lam)
-    if not convex:
-        lb0 = -math.inf     # neither the Lagrangian inner solve nor secants are bounds without convexity
-    x = res["x"]
-    lo, hi = prog.lower, prog.upper
-    steps = []
-    incumbent, ub, bound_region = None, math.inf, -math.inf
-    w_lo = np.clip(np.floor(x).astype(np.int64) - window, lo, hi)
-    w_hi = np.clip(np.ceil(x).astype(np.int64) + window, lo, hi)
-    w_lo = np.minimum(w_lo, n_lam)
-    w_hi = np.maximum(w_hi, n_lam)
-    region = (w_lo, w_hi)
-    proven_region = False
-    for attempt in range(6):
-        size = int(np.sum(region[1] - region[0]))
-        if size > max_milp_columns:
-            steps.append(f"region of {size} secant segments exceeds max_milp_columns={max_milp_columns}")
-            break
-        left = deadline.left()
-        if left is not None and left <= 0:
-            break
-        scale = abs(ub) if math.isfinite(ub) else max(abs(lb0) if math.isfinite(lb0) else 0.0,
-                                                      abs(prog.evaluate(x)[0]), 1e-300)
-        # objective values ~1e6: HiGHS's absolute tolerances (~1e-7) then sit far below the relative gap
-        # asked for (an objective scaled to ~1 left HiGHS unable to prove a 20-stratum instance)
-        milp = secant_milp(prog, region[0], region[1], anchor=x, obj_scale=scale * 1e-6, row_tighten=2e-10)
-        status, n, val, bnd, hs = _highs_solve(milp, rel_gap * 0.25, 0.0, left, verbose)
-        steps.append(f"HiGHS on {size} segments: {hs}")
-        if n is not None and _feasible(prog, n):
-            val_exact = prog.evaluate(n.astype(float))[0]
-            if val_exact < ub:
-                ub, incumbent = val_exact, n
-        bound_here = bnd if status == "optimal" else (bnd if status == "time_limit" else -math.inf)
-        if status == "infeasible" and incumbent is None:
-            whole = bool(np.all(region[0] == lo) and np.all(region[1] == hi))
-            if whole:      # HiGHS proved the whole box has no integer point
-                return Solution(status=Status.INFEASIBLE, message="infeasible: no integer design meets every "
-                                "constraint (the continuous relaxation is feasible; " + "; ".join(steps) + ")")
-            # nothing feasible near the relaxation: widen the window, at last to the whole box
-            grow = 4 ** (attempt + 1) * (window + 1)
-            region = (np.clip(region[0] - grow, lo, hi), np.clip(region[1] + grow, lo, hi))
-            if attempt >= 2 or int(np.sum(hi - lo)) <= max_milp_columns // 4:
-                region = (lo.copy(), hi.copy())
-            continue
-        if incumbent is None:
-            break
-        # reduced-cost fixing: only values with r_i(v) ≤ ub − lb0 can beat the incumbent
-        if not math.isfinite(lb0):
-            bound_region = bound_here
-            break
-        r_lo, r_hi = _reduced_ranges(prog, Om, ell, n_lam, (ub - lb0) * (1 + 1e-12) + 1e-300)
-        if np.all(r_lo >= region[0]) and np.all(r_hi <= region[1]):
-            bound_region = bound_here if status != "infeasible" else ub
-            proven_region = status == "optimal"
-            break
-        region = (np.minimum(region[0], r_lo), np.maximum(region[1], r_hi))
-        bound_region = -math.inf
-    lb = lb0
-    if math.isfinite(ub) and (proven_region or bound_region > -math.inf):
-        lb = max(lb0, min(bound_region, ub))
-    if incumbent is None:
+    k = prog.k
+    blocks = prog.components()
+    if len(blocks) == 1 and blocks[0][0].size == k and len(blocks[0][1]) == prog.m:
+        parts = [(np.arange(k), list(range(prog.m)), prog)]
+    else:
+        # rows on disjoint sets of strata (e.g. min-cost with one target per domain): each block alone
+        parts = [(pos, rows, prog.subprogram(pos, [prog.rows[l] for l in rows])) for pos, rows in blocks]
+    n = np.zeros(k, dtype=np.int64)
+    x = np.zeros(k)
+    lam = np.zeros(prog.m)
+    # block values carry the program's constant only when the block is the program itself
+    ub = lb = lagr = q = 0.0 if parts[0][2] is prog else -prog.const
+    steps: list[str] = []
+    found = True
+    covered = np.zeros(k, dtype=bool)
+    for pos, rows, sub in parts:
+        r = _solve_block(sub, convex, deadline, rel_gap * (0.5 if len(parts) > 1 else 1.0), window,
+                         max_milp_columns, verbose)
+        if r["infeasible"]:
+            return Solution(status=Status.INFEASIBLE, message=f"infeasible: {r['reason']}")
+        covered[pos] = True
+        x[pos] = r["x"]
+        lam[rows] = r["lam"]
+        q += r["q"]
+        lb += r["lb"]
+        lagr += r["lagrangian"]
+        steps += r["steps"]
+        if r["n"] is None:
+            found = False
+        else:
+            n[pos] = r["n"]
+            ub += r["ub"]
+    rest = np.flatnonzero(~covered)
+    if rest.size:
+        # strata in no row: each at its own minimum (discretely convex, or linear for a cost objective)
+        sub = prog.subprogram(rest, [])
+        Om, ell = sub.combine(np.zeros(0))
+        n[rest] = _inner_integer(sub, Om, ell)
+        x[rest] = _inner_continuous(sub, Om, ell)
+        f_rest = float(np.sum(_phi(sub, Om, ell, n[rest].astype(float))))
+        ub += f_rest
+        lb += f_rest
+        lagr += f_rest
+        q += float(np.sum(_phi(sub, Om, ell, x[rest])))
+    if len(parts) > 1:
+        steps.insert(0, f"{len(parts)} independent blocks")
+    if not found:
         msg = "; ".join(steps) or "no integer point found"
         status = Status.TIME_LIMIT if deadline.passed() else Status.ERROR
         if any("infeasible" in s.lower() for s in steps) and not deadline.passed():
-            # HiGHS proved the widened window infeasible, not the whole box: say so without claiming
+            # HiGHS proved a core infeasible, not the whole box: say so without claiming
             msg = "no feasible integer point found near the relaxation (" + msg + ")"
         sol = Solution(status=status, message=msg)
         sol.details.update(lower_bound=lb, relaxation=x)
         return sol
+    ub = prog.evaluate(n.astype(float))[0]
+    if not convex:
+        lb = lagr = -math.inf     # neither the Lagrangian inner solve nor secants are bounds without convexity
     gap = (ub - lb) / abs(ub) if ub else (0.0 if lb >= ub else math.inf)
     gap = max(gap, 0.0)
     proven = convex and gap <= rel_gap
@@ -571,8 +705,8 @@ def solve_constrained(model, rel_gap: float = DEFAULT_REL_GAP, time_limit: float
         status = Status.TIME_LIMIT
     else:
         status = Status.FEASIBLE
-    sol = model.make_solution(n=incumbent, status=status, certificate=cert,
+    sol = model.make_solution(n=n, status=status, certificate=cert,
                               message=f"gap {gap:.2e}; " + "; ".join(steps))
-    sol.details.update(lower_bound=lb, lagrangian_bound=lb0, integrality_gap=gap, multipliers=lam,
-                       relaxation=x, relaxation_bound=res["q"], row_names=[r.name for r in prog.rows])
+    sol.details.update(lower_bound=lb, lagrangian_bound=lagr, integrality_gap=gap, multipliers=lam,
+                       relaxation=x, relaxation_bound=q, row_names=[r.name for r in prog.rows])
     return sol

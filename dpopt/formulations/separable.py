@@ -54,6 +54,7 @@ class SeparableProgram:
     rows: list[Row]
     const: float = 0.0             # subtracted from the objective (finite-population constant)
     columns: np.ndarray = field(default=None)   # variables j used by some row
+    strata: np.ndarray | None = None            # the model's strata this program covers (None: all, in order)
 
     def __post_init__(self):
         used = np.zeros(self.model.J, dtype=bool)
@@ -72,6 +73,52 @@ class SeparableProgram:
     def m(self) -> int:
         return len(self.rows)
 
+    def _g(self, idx):
+        """The model's stratum indices for this program's ``idx`` (None: every stratum of the program)."""
+        if self.strata is None:
+            return idx
+        return self.strata if idx is None else self.strata[idx]
+
+    def subprogram(self, strata, rows) -> "SeparableProgram":
+        """The program on a subset of its strata (positions ``strata``) with the given rows, which must
+        involve no other stratum: a block of a block-separable program, solved on its own (no constant)."""
+        strata = np.asarray(strata, dtype=np.int64)
+
+        def cut(r: Row) -> Row:
+            return Row(r.name, r.kind, None if r.W is None else r.W[strata], None if r.a is None else r.a[strata],
+                       r.rhs, r.sense, r.target)
+
+        return SeparableProgram(self.model, self.lower[strata], self.upper[strata], cut(self.objective),
+                                [cut(r) for r in rows], 0.0, strata=self._g(strata))
+
+    def components(self):
+        """Blocks of strata linked by rows: [(positions, row indices)], rows with no stratum left out;
+        strata in no row form no block (each is then optimised alone)."""
+        from scipy.sparse import coo_matrix
+        from scipy.sparse.csgraph import connected_components
+
+        touch = []
+        for r in self.rows:
+            t = np.zeros(self.k, dtype=bool)
+            if r.W is not None:
+                t |= np.any(r.W != 0, axis=1)
+            if r.a is not None:
+                t |= r.a != 0
+            touch.append(np.flatnonzero(t))
+        # bipartite graph strata (0..k-1) and rows (k..k+m-1)
+        src = np.concatenate([t for t in touch] + [np.zeros(0, dtype=np.int64)])
+        dst = np.concatenate([np.full(t.size, self.k + l) for l, t in enumerate(touch)] + [np.zeros(0, dtype=np.int64)])
+        n = self.k + self.m
+        g = coo_matrix((np.ones(src.size), (src, dst)), shape=(n, n))
+        _, label = connected_components(g, directed=False)
+        out = []
+        for c in np.unique(label[self.k:]) if self.m else []:
+            rows = [l for l in range(self.m) if label[self.k + l] == c and touch[l].size]
+            pos = np.flatnonzero(label[:self.k] == c)
+            if rows and pos.size:
+                out.append((pos, rows))
+        return out
+
     # ------------------------------------------------------------------ unit term matrices (k×J)
     def _stack(self, fn, x, idx):
         out = np.zeros((np.size(x), self.model.J))
@@ -80,6 +127,7 @@ class SeparableProgram:
         return out
 
     def unit_matrix(self, x, idx=None) -> np.ndarray:
+        idx = self._g(idx)
         sl = slice(None) if idx is None else idx
         x = np.asarray(x, dtype=float)
         out = np.zeros((x.size, self.model.J))
@@ -94,10 +142,12 @@ class SeparableProgram:
         return np.asarray(m.mechanism.variance(m.shares[j] * L, m.sensitivity), dtype=float)
 
     def increment_matrix(self, mm, idx=None) -> np.ndarray:
-        return self._stack(lambda v, j, i: self.model.unit_increments(v, j, i), np.asarray(mm, dtype=float), idx)
+        return self._stack(lambda v, j, i: self.model.unit_increments(v, j, i), np.asarray(mm, dtype=float),
+                           self._g(idx))
 
     def derivative_matrices(self, x, idx=None):
         x = np.asarray(x, dtype=float)
+        idx = self._g(idx)
         d1 = np.zeros((x.size, self.model.J))
         d2 = np.zeros((x.size, self.model.J))
         for j in self.columns:
@@ -219,6 +269,8 @@ class SecantMILP:
     row_hi: list
     k: int
     obj_scale: float
+    con_rows: np.ndarray = None     # MILP row of each program row (prog.rows order)
+    con_units: np.ndarray = None    # program row = MILP row × con_units (to turn row duals into multipliers)
 
 
 def secant_milp(prog: SeparableProgram, lo: np.ndarray, hi: np.ndarray, anchor: np.ndarray | None = None,
@@ -242,6 +294,7 @@ def secant_milp(prog: SeparableProgram, lo: np.ndarray, hi: np.ndarray, anchor: 
     offset = 0.0
     ncol = k
     nrow = 0
+    con_rows, con_units = [], []
     all_rows = [prog.objective, *prog.rows]
     for l, row in enumerate(all_rows):
         # every row (and its epigraph columns) in its own units: the objective divided by obj_scale, a
@@ -302,6 +355,8 @@ def secant_milp(prog: SeparableProgram, lo: np.ndarray, hi: np.ndarray, anchor: 
         b = (row.rhs - const) / unit
         if row.W is not None and row_tighten:
             b -= row_tighten * max(abs(row.rhs), 1e-300) / unit
+        con_rows.append(nrow)
+        con_units.append(unit * scale)
         R.append(np.full(cols_l.size, nrow))
         C.append(cols_l)
         Vv.append(vals_l / scale)
@@ -310,4 +365,5 @@ def secant_milp(prog: SeparableProgram, lo: np.ndarray, hi: np.ndarray, anchor: 
         nrow += 1
     cvec = np.concatenate(c)
     return SecantMILP(cvec, offset, np.concatenate(col_lo), np.concatenate(col_hi),
-                      R, C, Vv, rlo, rhi, k, obj_scale)
+                      R, C, Vv, rlo, rhi, k, obj_scale, np.array(con_rows, dtype=np.int64),
+                      np.array(con_units, dtype=float))
