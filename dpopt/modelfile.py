@@ -121,7 +121,7 @@ def from_dict(data: dict[str, Any], base: Path | str = ".", source: str = "<dict
         if text.startswith(f"{source}:"):
             raise
         raise ModelFileError(f"{source}: {text}") from None       # every error names the file
-    except (ValueError, TypeError, KeyError) as exc:
+    except (ValueError, TypeError, KeyError, ArithmeticError, IndexError) as exc:
         raise ModelFileError(f"{source}: {exc}") from None
     except RecursionError:
         raise ModelFileError(f"{source}: arrays nested too deeply") from None

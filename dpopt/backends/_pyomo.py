@@ -17,7 +17,8 @@ Options (the same five for every family, after Pyomo's ``SolverConfig``)
     ``verbose``         the solver's log on stderr (written straight to the file descriptor, never through
                         a pipe: Pyomo's output capture dead-locks SCIP when its log exceeds a pipe buffer);
     ``solver_options``  a dict passed straight to the solver after dpopt's own settings (so it may override
-                        them); names are checked against SCIP's and HiGHS's parameter lists.
+                        them); SCIP's and HiGHS's parameter names and values are checked on a
+                        throw-away solver object first (InvalidOption naming the parameter).
 
     The older names (``mip_gap``, ``gap``, ``gap_tol``, ``feastol``, ``tee``, ``scip_options`` and Pyomo's
     factory names such as ``solver="scip_direct"``) raise :class:`~dpopt._validate.InvalidOption` naming the
@@ -147,29 +148,51 @@ def check_options(time_limit, rel_gap, verbose, solver_options, extra: dict,
 
 
 def check_solver_options(key: str, solver_options: dict) -> None:
-    """Refuse parameter names the solver does not have (InvalidOption naming them), before any model is built."""
+    """Refuse solver parameters the solver does not have or values it would reject or silently change
+    (InvalidOption naming them), before any model is built: each is set on a throw-away solver object."""
     if not solver_options:
         return
-    unknown = []
+    bad = []
     if key == "scip":
         try:
             import pyscipopt
         except ImportError:   # the solver is missing: reported as unsupported later
             return
-        known = set(pyscipopt.Model().getParams())
-        unknown = [k for k in solver_options if k not in known]
+        probe = pyscipopt.Model()
+        known = probe.getParams()
+        for name, value in solver_options.items():
+            if name not in known:
+                bad.append(f"{name!r} (no such SCIP parameter)")
+                continue
+            kind = type(known[name])
+            ok_type = (isinstance(value, bool) if kind is bool else
+                       isinstance(value, int) and not isinstance(value, bool) if kind is int else
+                       isinstance(value, (int, float)) and not isinstance(value, bool) if kind is float else
+                       isinstance(value, kind))
+            if not ok_type:
+                bad.append(f"{name!r} = {value!r} (SCIP expects {kind.__name__})")
+                continue
+            with solver_output(False):      # SCIP prints its own complaint
+                try:
+                    probe.setParam(name, value)
+                except (ValueError, TypeError, LookupError) as exc:
+                    bad.append(f"{name!r} = {value!r} ({exc})")
     elif key == "highs":
         try:
             import highspy
         except ImportError:
             return
-        h = highspy.Highs()
-        for k in solver_options:
-            status, _ = h.getOptionValue(k) if hasattr(h, "getOptionValue") else (None, None)
-            if status is not None and status != highspy.HighsStatus.kOk:
-                unknown.append(k)
-    if unknown:
-        raise InvalidOption(f"solver_options: {key} has no parameter(s) {', '.join(map(repr, unknown))}")
+        probe = highspy.Highs()
+        ok = highspy.HighsStatus.kOk
+        with solver_output(False):          # HiGHS prints its own complaint
+            for name, value in solver_options.items():
+                status, current = probe.getOptionValue(name)
+                if status != ok:
+                    bad.append(f"{name!r} (no such HiGHS option)")
+                elif isinstance(value, bool) != isinstance(current, bool) or probe.setOptionValue(name, value) != ok:
+                    bad.append(f"{name!r} = {value!r} (rejected by HiGHS)")
+    if bad:
+        raise InvalidOption(f"solver_options for {key}: {'; '.join(bad)}")
 
 
 # ---------------------------------------------------------------------------------- statuses
