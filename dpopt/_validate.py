@@ -45,6 +45,8 @@ def _numeric_array(name: str, value: Any) -> np.ndarray:
                          "table)") from None
     kind = raw.dtype.kind
     if kind in "iuf":
+        if isinstance(value, (list, tuple)) and _has_bool(value):   # numpy turns [1.0, True] into [1.0, 1.0]
+            raise TypeError(f"{name} must hold numbers, not booleans")
         return raw
     if kind == "b":
         raise TypeError(f"{name} must hold numbers, not booleans")
@@ -60,6 +62,17 @@ def _numeric_array(name: str, value: Any) -> np.ndarray:
     raise TypeError(f"{name} must hold real numbers, got an array of dtype {raw.dtype}")
 
 
+def _has_bool(seq) -> bool:
+    stack = [seq]
+    while stack:
+        for item in stack.pop():
+            if isinstance(item, (bool, np.bool_)):
+                return True
+            if isinstance(item, (list, tuple)):
+                stack.append(item)
+    return False
+
+
 def _as_float_array(name: str, value: Any) -> np.ndarray:
     raw = _numeric_array(name, value)
     try:
@@ -69,11 +82,14 @@ def _as_float_array(name: str, value: Any) -> np.ndarray:
         raise ValueError(f"{name} must be finite (no NaN or infinity)") from None
 
 
-def vector(name: str, value: Any, *, length: int | None = None) -> np.ndarray:
-    """A 1-D finite float array (a scalar is broadcast when ``length`` is given)."""
+def vector(name: str, value: Any, *, length: int | None = None, scalar_ok: bool = False) -> np.ndarray:
+    """A 1-D finite float array (a scalar is broadcast when ``length`` is given, or becomes a length-1 vector
+    with ``scalar_ok``)."""
     arr = _as_float_array(name, value)
     if arr.ndim == 0 and length is not None:
         arr = np.full(length, float(arr))
+    elif arr.ndim == 0 and scalar_ok:
+        arr = arr.reshape(1)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
     if arr.size == 0:
@@ -108,15 +124,15 @@ def _int_text(v: int) -> str:
     return "2**53" if v == 2**53 else f"{v:g}" if v >= 1e7 else str(v)
 
 
-def nonnegative_vector(name: str, value: Any, *, length: int | None = None) -> np.ndarray:
-    arr = vector(name, value, length=length)
+def nonnegative_vector(name: str, value: Any, *, length: int | None = None, scalar_ok: bool = False) -> np.ndarray:
+    arr = vector(name, value, length=length, scalar_ok=scalar_ok)
     if np.any(arr < 0):
         raise ValueError(f"{name} must be >= 0, got min {arr.min():g}")
     return arr
 
 
-def positive_vector(name: str, value: Any, *, length: int | None = None) -> np.ndarray:
-    arr = vector(name, value, length=length)
+def positive_vector(name: str, value: Any, *, length: int | None = None, scalar_ok: bool = False) -> np.ndarray:
+    arr = vector(name, value, length=length, scalar_ok=scalar_ok)
     if np.any(arr <= 0):
         raise ValueError(f"{name} must be > 0, got min {arr.min():g}")
     return arr

@@ -213,7 +213,8 @@ def solve_hierarchy(model: HierarchyBudget, tol: float = 1e-14, max_iter: int = 
     t0 = time.perf_counter()
     deadline = math.inf if time_limit is None else t0 + time_limit
     try:
-        eps, passes, msg, iters = _solve(model, tol, max_iter, deadline)
+        with np.errstate(over="ignore"):      # λ brackets at the extremes overflow harmlessly (to inf)
+            eps, passes, msg, iters = _solve(model, tol, max_iter, deadline)
         eps = _make_feasible(model, eps)
     except (FloatingPointError, ValueError, ZeroDivisionError, OverflowError) as exc:
         return Solution(Status.ERROR, backend="exact", message=f"numerical failure: {exc}")

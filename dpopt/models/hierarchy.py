@@ -72,7 +72,7 @@ class Hierarchy:
             self.counts.append(arr)
         L = len(self.counts)
         parents = [None] * L if parents is None and L == 1 else parents
-        if parents is None or isinstance(parents, (str, bytes)):
+        if parents is None or isinstance(parents, (str, bytes, dict)) or not isinstance(parents, Iterable):
             raise TypeError("parents must be a list with one entry per level (None for the root level)")
         parents = list(parents)
         if len(parents) != L:
@@ -366,12 +366,20 @@ def truncated_laplace_moments(epsilon, N, sensitivity: float = 1.0) -> dict:
     if not np.all(np.isfinite(N)) or np.any(N < 0):
         raise ValueError(f"N (counts) must be finite and >= 0, got {N!r}")
     d = V.positive("sensitivity", sensitivity)
-    x = eps * N / d
-    e = np.exp(-x)
-    s2 = (d / eps) ** 2
-    mse = s2 * (2.0 - (1.0 + x) * e)
+    try:
+        np.broadcast_shapes(eps.shape, N.shape)
+    except ValueError:
+        raise ValueError(f"epsilon (shape {eps.shape}) and N (shape {N.shape}) must broadcast together") from None
+    with np.errstate(over="ignore", under="ignore"):
+        x = eps * N / d
+        e = np.exp(-x)
+        xe = np.where(x > 800.0, 0.0, (1.0 + np.minimum(x, 800.0)) * e)     # (1 + x)e^{-x} → 0 (no inf·0)
+        s2 = (d / eps) ** 2
+    if not np.all(np.isfinite(s2)):
+        raise ValueError("epsilon is too small for this sensitivity: (sensitivity/epsilon)² overflows")
+    mse = s2 * (2.0 - xe)
     bias = 0.5 * (d / eps) * e
-    var = s2 * (2.0 - (1.0 + x) * e - 0.25 * e * e)
+    var = s2 * (2.0 - xe - 0.25 * e * e)
     return {"bias": bias, "bias2": bias ** 2, "variance": var, "mse": mse}
 
 
@@ -399,8 +407,10 @@ class HierarchyBudget(Model):
         self.hierarchy = hierarchy
         L = hierarchy.n_levels
         self.objective_kind = V.choice("objective", objective, OBJECTIVES)
-        self.sensitivity = V.positive("sensitivity", sensitivity)
-        self.epsilon_min = V.positive("epsilon_min", epsilon_min, upper=EPS_MAX)
+        self.sensitivity = V.positive("sensitivity", sensitivity, upper=1e100)
+        if self.sensitivity < 1e-100:
+            raise ValueError(f"sensitivity must be in [1e-100, 1e100], got {self.sensitivity:g}")
+        self.epsilon_min = V.epsilon("epsilon_min", epsilon_min)
         self.epsilon_max = EPS_MAX
         self.weights = np.ones(L) if weights is None else V.positive_vector("weights", weights, length=L)
         if (epsilon_total is None) == (mse_target is None):
@@ -420,10 +430,23 @@ class HierarchyBudget(Model):
             self.program = "target"
             self.epsilon_total = None
             self.mse_target = V.positive("mse_target", mse_target)
-            best = self.objective_value(np.full(L, EPS_MAX))
+            with np.errstate(over="ignore"):
+                best = self.objective_value(np.full(L, EPS_MAX))
             if self.mse_target < best:
                 raise ValueError(f"mse_target {self.mse_target:g} is unattainable: the weighted MSE is at least "
-                                 f"{best:.6g} even with epsilon = 700 on every level")
+                                 f"{best:.6g} even with epsilon = 700 on every level (raise mse_target or lower "
+                                 f"the weights or the sensitivity)")
+        lo, hi = self.level_bounds()
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+            worst = self.objective_value(lo)      # the largest MSE: every level at its floor
+            least = self.level_breakdown(hi)["weighted"]
+        if not math.isfinite(worst):
+            raise ValueError("the weighted MSE overflows double precision at epsilon_min (weights × "
+                             "(sensitivity/epsilon_min)² × nodes): rescale the weights or the sensitivity, or "
+                             "raise epsilon_min")
+        if np.any(least < 1e-280):
+            raise ValueError("a level's weighted MSE underflows double precision (weights × (sensitivity/epsilon)² "
+                             "below 1e-280): rescale the weights or the sensitivity")
 
     # ------------------------------------------------------------------ basics
     @property

@@ -109,7 +109,7 @@ def linear_optimal_weights(slopes, epsilon, *, polish: bool = True) -> np.ndarra
     Requires MIN_SLOPE ≤ c_i ≤ ε* (raises otherwise).
     """
     eps = V.epsilon("epsilon", epsilon)
-    c = V.vector("slopes", np.atleast_1d(slopes))
+    c = V.vector("slopes", slopes, scalar_ok=True)
     _check_slopes(c, eps)
     L = log_target(eps, c)            # log(a/c) > 0, the target of log h(s)
     # Lambert W start where representable
@@ -225,11 +225,11 @@ def amplified_loss(q, slopes=None, profile: Callable | None = None, points=None)
 
     Give ``slopes`` (linear profiles ε = c_i·w) or ``profile`` and ``points``. Computed in log-space.
     """
-    q = V.vector("q", np.atleast_1d(q))
+    q = V.vector("q", q, scalar_ok=True)
     if np.any(q <= 0) or np.any(q > 1):
         raise ValueError("q (sampling probabilities) must be in (0, 1]")
     if slopes is not None:
-        c = V.nonnegative_vector("slopes", np.atleast_1d(slopes), length=q.size)
+        c = V.nonnegative_vector("slopes", slopes, length=q.size, scalar_ok=True)
         e = c / q
     elif profile is not None and points is not None:
         if len(points) != q.size:
@@ -237,14 +237,19 @@ def amplified_loss(q, slopes=None, profile: Callable | None = None, points=None)
         e = _eval_profile(profile, 1.0 / q, points)
     else:
         raise ValueError("give slopes, or profile and points")
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", over="ignore"):
         le = np.where(e > 0, log_expm1(np.where(e > 0, e, 1.0)), -np.inf)
-    return np.logaddexp(0.0, np.log(q) + le)
+        psi = np.logaddexp(0.0, np.log(q) + le)
+    if not np.all(np.isfinite(psi)):
+        j = int(np.flatnonzero(~np.isfinite(psi))[0])
+        raise ValueError(f"psi overflows double precision at record {j} (q = {q[j]:g}, loss before sampling "
+                         f"{e[j]:g}): q too small for its slope")
+    return psi
 
 
 def uniform_probabilities(n, m) -> np.ndarray:
     """q_i = m/n for n records and expected size m (0 < m ≤ n)."""
-    n = V.integer("n", n, minimum=1)
+    n = V.integer("n", n, minimum=1, maximum=10**8)
     m = V.positive("m", m, upper=float(n))
     return np.full(n, m / n)
 
@@ -255,7 +260,7 @@ def coreset_probabilities(points, m, lam: float = 0.5) -> np.ndarray:
 
     Raises when some q would exceed 1 (m too large for this data).
     """
-    X = np.asarray(points, dtype=float)
+    X = V._as_float_array("points", points)
     if X.ndim == 1:
         X = X[:, None]
     if X.ndim != 2 or X.shape[0] == 0 or not np.all(np.isfinite(X)):
@@ -296,7 +301,7 @@ class ImportanceSampling(Model):
         if slopes is not None:
             if points is not None:
                 raise ValueError("points are only used with a general profile")
-            c = V.vector("slopes", np.atleast_1d(slopes))
+            c = V.vector("slopes", slopes, scalar_ok=True)
             _check_slopes(c, self.epsilon)
             self.slopes = c
             self.n = c.size
@@ -334,8 +339,13 @@ class ImportanceSampling(Model):
         if not p >= 1:
             raise ValueError(f"norm must be a number >= 1 (p of the l_p norm, or inf), got {p:g}")
         b = V.positive("noise_scale", noise_scale)
-        with np.errstate(over="ignore"):
-            slopes = np.linalg.norm(X, ord=p, axis=1) / b
+        with np.errstate(over="ignore", under="ignore"):
+            norms = np.linalg.norm(X, ord=p, axis=1)
+            slopes = norms / b
+        small = np.flatnonzero((slopes < MIN_SLOPE) & (norms > 0))
+        if small.size:
+            raise ValueError(f"noise_scale = {b:g} is too large for points[{int(small[0])}]: its loss "
+                             f"‖x‖/noise_scale = {slopes[small[0]]:g} is below {MIN_SLOPE:g}")
         zero = np.flatnonzero(slopes == 0)
         if zero.size:
             raise ValueError(f"points[{int(zero[0])}] has norm 0: a record with zero privacy loss has no "
@@ -355,7 +365,7 @@ class ImportanceSampling(Model):
     # ------------------------------------------------------------------ evaluation
     def loss(self, w) -> np.ndarray:
         """ε(w_i, x_i) per record before sampling."""
-        w = V.vector("w", np.atleast_1d(w), length=self.n)
+        w = V.vector("w", w, length=self.n, scalar_ok=True)
         if self.linear:
             return self.slopes * w
         return _eval_profile(self.profile, w, self.points)
@@ -539,7 +549,7 @@ def calibrate_epsilon(m, slopes=None, profile: Callable | None = None, points=No
     Σ q ≤ m (upper end of the final bisection bracket).
     """
     if slopes is not None:
-        c = V.positive_vector("slopes", np.atleast_1d(slopes))
+        c = V.positive_vector("slopes", slopes, scalar_ok=True)
         n, e0 = c.size, float(c.max())
         _check_slopes(c, V.EPS_MAX)
         size = lambda e: _expected_size(e, slopes=c)  # noqa: E731
@@ -573,7 +583,7 @@ def calibrate_noise_scale(epsilon, m, sensitivities) -> float:
     the expected size there, or m ≤ 0.
     """
     eps = V.epsilon("epsilon", epsilon)
-    s = V.positive_vector("sensitivities", np.atleast_1d(sensitivities))
+    s = V.positive_vector("sensitivities", sensitivities, scalar_ok=True)
     m = V.positive("m", m, upper=float(s.size))
     b0 = float(s.max()) / eps
     b_max = float(s.min()) / MIN_SLOPE          # beyond it some slope s_i/b falls below MIN_SLOPE

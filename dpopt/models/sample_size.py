@@ -90,7 +90,8 @@ def epsilon_for_noise_ratio(rate, ratio=1.0, *, rtol: float = 1e-13):
     around 1; this function raises instead of reproducing that artefact. At ``rate = 1``, r ≡ 1 and
     every ε qualifies (raises too, with that explanation).
     """
-    q = float(_rate_array(rate))
+    q = V.real("rate", rate)
+    _rate_array(q)
     ratio = V.real("ratio", ratio)
     if q == 1.0:
         raise ValueError("at rate = 1 the noise ratio is identically 1 for every epsilon; no unique solution")
@@ -110,7 +111,8 @@ def epsilon_for_noise_ratio(rate, ratio=1.0, *, rtol: float = 1e-13):
     while f(lo) <= 0:
         lo -= 8.0
         if lo < -690.0:
-            raise ValueError("the epsilon for this ratio is below e**-690")
+            raise ValueError(f"at rate {q:g} the epsilon for ratio {ratio:g} is below e**-690 (outside double "
+                             "precision)")
     for _ in range(400):
         mid = 0.5 * (lo + hi)
         if f(mid) > 0:
@@ -136,7 +138,8 @@ def rate_for_q_bound(epsilon, q, *, rtol: float = 1e-14):
 
     ``q_bound`` decreases strictly from 1 (rate → 0) to 0 (rate = 1); solved by bisection in log rate.
     """
-    e = float(_eps_array(epsilon))
+    e = V.real("epsilon", epsilon)
+    _eps_array(e)
     q = V.real("q", q)
     if not 0.0 < q < 1.0:
         raise ValueError(f"q must be in (0, 1), got {q:g}")
@@ -164,7 +167,11 @@ def no_gain_bound(epsilon, rate, sensitivity_N):
     if not np.all(np.isfinite(d)) or np.any(d <= 0):
         raise ValueError(f"sensitivity_N must be finite and > 0, got {sensitivity_N!r}")
     en = nominal_epsilon(e, _rate_array(rate))
-    return _out(2.0 * d * d * (1.0 / e - 1.0 / en) * (1.0 / e + 1.0 / en))
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = 2.0 * d * d * (1.0 / e - 1.0 / en) * (1.0 / e + 1.0 / en)
+    if not np.all(np.isfinite(out)):
+        raise ValueError("the bound overflows double precision: epsilon too small or sensitivity_N too large")
+    return _out(out)
 
 
 # ---------------------------------------------------------------------------------- the model

@@ -36,12 +36,12 @@ class SampleSizeStudy(Model):
     def __init__(self, population, epsilon, rates=(0.01, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9),
                  statistic: str = "median", delta=None, draws: int = 1000, seed: int = 0,
                  value_range=None, name: str = ""):
-        from ..simulate.sample_size import VALUE_MAX, check_population
+        from ..simulate.sample_size import check_population, check_value_range
 
         self.population = check_population(population)
         self.N = int(self.population.size)
         self.epsilon = V.epsilon("epsilon", epsilon)
-        self.rates = np.unique(V.positive_vector("rates", np.atleast_1d(np.asarray(rates, dtype=float))))
+        self.rates = np.unique(V.positive_vector("rates", rates, scalar_ok=True))
         if np.any(self.rates >= 1):
             raise ValueError(f"rates must be in (0, 1) (rate 1, the population release, is always compared), "
                              f"got {rates!r}")
@@ -54,9 +54,7 @@ class SampleSizeStudy(Model):
             raise ValueError("delta must be > 0 for the smooth-sensitivity median")
         self.draws = V.integer("draws", draws, minimum=2, maximum=10**8)
         self.seed = V.integer("seed", seed, minimum=0)
-        self.value_range = None if value_range is None else V.positive("value_range", value_range)
-        if self.value_range is not None and self.value_range > 2 * VALUE_MAX:
-            raise ValueError(f"value_range must be <= {2 * VALUE_MAX:g}, got {self.value_range:g}")
+        self.value_range = None if value_range is None else check_value_range(value_range)
         if self.value_range is not None and self.statistic != "mean":
             raise ValueError("value_range is only used with statistic='mean'")
         if self.population[0] == self.population[-1] and self.value_range is None:

@@ -32,6 +32,15 @@ def _scale(sensitivity) -> float:
     return V.positive("sensitivity", sensitivity)
 
 
+def _finite_variance(out, epsilon, sensitivity):
+    """The built-in variances overflow only when Δ/ε > ~1e154 (2Δ²/ε² > 1e308): say so instead of inf."""
+    if not np.all(np.isfinite(out)):
+        raise ValueError(f"epsilon = {np.min(np.asarray(epsilon, dtype=float)):g} is too small for sensitivity "
+                         f"{sensitivity:g}: the noise variance (about 2·(sensitivity/epsilon)²) overflows double "
+                         "precision")
+    return out
+
+
 def _checked_variance(fn):
     """Wrap a user mechanism's ``variance``: a NaN, infinite or negative variance is refused (it would make
     every objective meaningless), naming the mechanism and the budget."""
@@ -188,8 +197,9 @@ class Laplace(Mechanism):
     has_remainder = False
 
     def variance(self, epsilon, sensitivity=1.0):
-        eps = _budget(epsilon)
-        return 2.0 * (_scale(sensitivity) / eps) ** 2
+        eps, d = _budget(epsilon), _scale(sensitivity)
+        with np.errstate(over="ignore"):
+            return _finite_variance(2.0 * (d / eps) ** 2, eps, d)
 
     def remainder(self, epsilon, sensitivity=1.0):
         return np.zeros_like(np.asarray(epsilon, dtype=float))
@@ -219,9 +229,11 @@ class DiscreteLaplace(Mechanism):
         return d
 
     def variance(self, epsilon, sensitivity=1.0):
-        t = _budget(epsilon) / _scale(sensitivity)
+        d = _scale(sensitivity)
+        t = _budget(epsilon) / d
         # 2p/(1-p)^2 with p = e^{-t}, written with expm1 to stay exact for small t
-        return 2.0 * np.exp(-t) / np.expm1(-t) ** 2
+        with np.errstate(over="ignore", divide="ignore"):
+            return _finite_variance(2.0 * np.exp(-t) / np.expm1(-t) ** 2, epsilon, d)
 
     def remainder(self, epsilon, sensitivity=1.0):
         return _h(np.asarray(epsilon, dtype=float) / sensitivity)

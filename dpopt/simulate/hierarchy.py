@@ -59,8 +59,11 @@ def release(hierarchy: Hierarchy, epsilon_per_level, rng=None, consistency: bool
     eps = V.positive_vector("epsilon_per_level", epsilon_per_level, length=L)
     d = V.positive("sensitivity", sensitivity)
     consistency = V.flag("consistency", consistency)
+    with np.errstate(over="ignore"):
+        if not np.all(np.isfinite(d / eps)):
+            raise ValueError("epsilon_per_level is too small for this sensitivity: the noise scale overflows")
     rng = np.random.default_rng(rng)
-    T = 1 if trials is None else V.integer("trials", trials, minimum=1)
+    T = 1 if trials is None else V.integer("trials", trials, minimum=1, maximum=10**8)
     out = []
     for l in range(L):
         N = hierarchy.counts[l]
@@ -84,8 +87,8 @@ def monte_carlo(hierarchy: Hierarchy, epsilon_per_level, trials: int = 10000, se
     if not isinstance(hierarchy, Hierarchy):
         raise TypeError(f"hierarchy must be a dpopt.Hierarchy, got {type(hierarchy).__name__}")
     L = hierarchy.n_levels
-    T = V.integer("trials", trials, minimum=2)
-    batch = V.integer("batch", batch, minimum=1)
+    T = V.integer("trials", trials, minimum=2, maximum=10**8)
+    batch = V.integer("batch", batch, minimum=1, maximum=10**8)
     consistency = V.flag("consistency", consistency)
     progress = V.flag("progress", progress)
     V.positive_vector("epsilon_per_level", epsilon_per_level, length=L)   # fail before any draw

@@ -45,24 +45,51 @@ def check_population(population, name: str = "population") -> np.ndarray:
     if big > VALUE_MAX:
         raise ValueError(f"{name} values must lie within ±{VALUE_MAX:g} (squared errors would overflow "
                          f"double precision), got |value| up to {big:g}; rescale the data")
+    spread = float(pop[-1] - pop[0])
+    if 0 < spread < 1 / VALUE_MAX:
+        raise ValueError(f"{name} values span {spread:g} < {1 / VALUE_MAX:g} (their squared errors would "
+                         "underflow double precision); rescale the data")
     return pop
 
 
+def check_value_range(value) -> float:
+    """The known range R of the values, in [1e-100, 2e100] (outside it the MSEs leave double precision)."""
+    R = V.positive("value_range", value)
+    if not 1 / VALUE_MAX <= R <= 2 * VALUE_MAX:
+        raise ValueError(f"value_range must be in [{1 / VALUE_MAX:g}, {2 * VALUE_MAX:g}], got {R:g}")
+    return R
+
+
 # ---------------------------------------------------------------------------------- populations
+def _seed(seed):
+    """A seed for numpy's default_rng: None, an integer >= 0, or a Generator/SeedSequence."""
+    if seed is None or isinstance(seed, (np.random.Generator, np.random.SeedSequence)):
+        return seed
+    return V.integer("seed", seed, minimum=0)
+
+
 def lognormal_population(N: int = 10001, mu: float = 5.0, sigma: float = 0.5, seed=0) -> np.ndarray:
     """The paper's §4.3 population: N draws from log-normal(μ, σ)."""
-    N = V.integer("N", N, minimum=1)
-    return np.random.default_rng(seed).lognormal(V.real("mu", mu), V.positive("sigma", sigma), N)
+    N = V.integer("N", N, minimum=1, maximum=10**8)
+    mu, sigma = V.real("mu", mu), V.positive("sigma", sigma)
+    with np.errstate(over="ignore"):
+        pop = np.random.default_rng(_seed(seed)).lognormal(mu, sigma, N)
+    if not np.all(np.isfinite(pop)) or np.max(pop) > VALUE_MAX:
+        raise ValueError(f"mu = {mu:g} and sigma = {sigma:g} give values beyond {VALUE_MAX:g}; use smaller ones")
+    return pop
 
 
 def beta_mixture_population(N: int = 10001, a: float = 2.0, b: float = 10.0, seed=0) -> np.ndarray:
     """The paper's Appendix B population: (N+1)/2 draws of Beta(a, b)/2 and (N−1)/2 of Beta(a, b)+1,
     rescaled to [0, 1] (the median sits at the top of the first component, in a density gap)."""
-    N = V.integer("N", N, minimum=3)
+    N = V.integer("N", N, minimum=3, maximum=10**8)
     if N % 2 == 0:
         raise ValueError("N must be odd (the paper's construction)")
-    rng = np.random.default_rng(seed)
+    a, b = V.positive("a", a), V.positive("b", b)
+    rng = np.random.default_rng(_seed(seed))
     y = np.concatenate([rng.beta(a, b, (N + 1) // 2) / 2, rng.beta(a, b, (N - 1) // 2) + 1])
+    if not np.all(np.isfinite(y)) or y.max() == y.min():
+        raise ValueError(f"a = {a:g} and b = {b:g} give a degenerate Beta sample; use larger values")
     return (y - y.min()) / (y.max() - y.min())
 
 
@@ -78,14 +105,20 @@ def smooth_sensitivity_median(sorted_values, beta, lower, upper) -> np.ndarray:
 
     sorted_values : (B, n) or (n,) array, each row sorted ascending; beta : scalar or (B,) > 0.
     """
-    Y = np.asarray(sorted_values, dtype=float)
+    Y = V._as_float_array("sorted_values", sorted_values)
     one = Y.ndim == 1
+    if Y.ndim not in (1, 2) or Y.shape[-1] == 0 or Y.size == 0:
+        raise ValueError(f"sorted_values must be a non-empty (n,) or (B, n) array, got shape {Y.shape}")
     Y = np.atleast_2d(Y)
     B, n = Y.shape
-    beta = np.broadcast_to(np.asarray(beta, dtype=float), (B,)).astype(float)
+    beta = V._as_float_array("beta", beta)
+    try:
+        beta = np.broadcast_to(beta, (B,)).astype(float)
+    except ValueError:
+        raise ValueError(f"beta must be a scalar or one value per row ({B}), got shape {beta.shape}") from None
     if np.any(beta <= 0) or not np.all(np.isfinite(beta)):
         raise ValueError("beta must be finite and > 0")
-    lo, hi = float(lower), float(upper)
+    lo, hi = V.real("lower", lower), V.real("upper", upper)
     if not np.all(np.isfinite(Y)) or np.any(np.diff(Y, axis=1) < 0):
         raise ValueError("sorted_values must be finite and sorted ascending along each row")
     if np.any(Y[:, 0] < lo) or np.any(Y[:, -1] > hi):
@@ -214,10 +247,10 @@ def simulate_sample_size(population, epsilons, rates, statistic: str = "median",
     pop = check_population(population)
     N = pop.size
     stat = V.choice("statistic", statistic, STATISTICS)
-    eps = V.vector("epsilons", np.atleast_1d(epsilons))
+    eps = V.vector("epsilons", epsilons, scalar_ok=True)
     for e in eps:
         V.epsilon("epsilons", float(e))
-    r = V.positive_vector("rates", np.atleast_1d(rates))
+    r = V.positive_vector("rates", rates, scalar_ok=True)
     if np.any(r > 1):
         raise ValueError("rates must be in (0, 1]")
     draws = V.integer("draws", draws, minimum=1)
@@ -230,12 +263,10 @@ def simulate_sample_size(population, epsilons, rates, statistic: str = "median",
     pop_exact, pop_mc = np.empty(E), np.empty(E)
     prog = _Progress(E * (Rn + 1), progress)
     if stat == "mean":
-        R = float(pop[-1] - pop[0]) if value_range is None else V.positive("value_range", value_range)
+        R = float(pop[-1] - pop[0]) if value_range is None else check_value_range(value_range)
         if R == 0:
             raise ValueError("population is constant (max = min), so the mean's sensitivity R/n is 0 and every "
                              "release is exact; give value_range (the known range of the values) to study it")
-        if R > 2 * VALUE_MAX:
-            raise ValueError(f"value_range must be <= {2 * VALUE_MAX:g}, got {R:g}")
         theta = float(np.mean(pop))
         d = 0.0 if delta is None else V.probability("delta", delta)
     else:
@@ -298,7 +329,8 @@ def simulate_sample_size(population, epsilons, rates, statistic: str = "median",
             rb = err2 + noise_var
             mse[ie, jr] = float(np.mean(np.concatenate(released2)))
             mse_rb[ie, jr] = float(np.mean(rb))
-            se_rb[ie, jr] = float(np.std(rb, ddof=1) / math.sqrt(draws)) if draws > 1 else float("nan")
+            scale = float(np.max(np.abs(rb))) or 1.0      # rb up to ~1e212: its square would overflow
+            se_rb[ie, jr] = float(np.std(rb / scale, ddof=1) * scale / math.sqrt(draws)) if draws > 1 else float("nan")
             ratio[ie, jr] = float(np.median(np.concatenate(sens)))
             prog.step()
     return SimulationResult(statistic=stat, epsilons=eps, rates=r, n=n, N=N, delta=d, draws=draws, mse=mse,
