@@ -108,7 +108,7 @@ def constrained_lines(model, pt) -> list[str]:
     if design.min_per_stratum is not None:
         lines.append(f"min_per_stratum     : {design.min_per_stratum}")
     n = np.asarray(pt)
-    single = [design.labels[i] for i in np.flatnonzero(n == 1)]
+    single = [design.labels[i] for i in np.flatnonzero((n == 1) & (design.N > 1))]   # a census needs no estimate
     if single:
         lines.append(f"warning             : {len(single)} stratum/strata with a single sampled unit "
                      f"({', '.join(single[:8])}{', ...' if len(single) > 8 else ''}): their variance cannot be "

@@ -151,16 +151,22 @@ class MinCostDesign(Model):
         pt = n if n is not None else x
         sol = Solution(n=None if n is None else np.asarray(n, dtype=np.int64),
                        x=None if x is None else np.asarray(x, dtype=float), model=type(self).__name__, **kw)
+        sol.details.setdefault("labels", list(self.design.labels))
         if pt is not None:
             sol.objective = self.objective_value(pt)
             g = self.variance_value(pt)
             sol.variance = self.design.variance_of_mean(g)
             sol.details.setdefault("variance_objective", g)
             sol.details.setdefault("variance_target", self.variance_target)
+            if self.precision_targets:
+                sol.details.setdefault("precision", [
+                    {"name": t.name, "variable": self.design.variables[t.variable], "kind": t.kind,
+                     "target": t.target, "variance": self.design.precision_value(t, pt), "bound": t.bound}
+                    for t in self.precision_targets])
         return sol
 
     def report(self, solution: Solution) -> str:
-        from ..report import header, table
+        from ..report import constrained_lines, header, table
         lines = header(self, solution)
         pt = solution.point
         if pt is None:
@@ -168,11 +174,16 @@ class MinCostDesign(Model):
         d = self.design
         br = d.variance_breakdown(pt)
         integer = solution.n is not None
-        rows = [[i + 1, int(d.N[i]), float(d.sigma2[i]), float(self.cost[i]), pt[i],
-                 br["sampling"][i], br["noise"][i]] for i in range(self.k)]
+        one = d.J == 1
+        rows = [[d.labels[i]] + ([d.domains[i]] if d.domains is not None else []) + [int(d.N[i])]
+                + ([float(d.sigma2[i])] if one else []) + [float(self.cost[i]), pt[i], br["sampling"][i],
+                                                          br["noise"][i]] for i in range(self.k)]
+        heads = (["stratum"] + (["domain"] if d.domains is not None else []) + ["N"] + (["sigma2"] if one else [])
+                 + ["cost", "n" if integer else "x", "sampling var", "noise var"])
+        fmts = (["s"] + (["s"] if d.domains is not None else []) + ["d"] + ([".4g"] if one else [])
+                + [".4g", "d" if integer else ".4f", ".5g", ".5g"])
         lines.append("")
-        lines.append(table(["stratum", "N", "sigma2", "cost", "n" if integer else "x", "sampling var", "noise var"],
-                           rows, ["d", "d", ".4g", ".4g", "d" if integer else ".4f", ".5g", ".5g"]))
+        lines.append(table(heads, rows, fmts))
         lines.append("")
         lines.append(f"total cost          : {solution.objective:.10g}")
         lines.append(f"sample size         : {float(np.sum(pt)):.10g}")
@@ -180,6 +191,7 @@ class MinCostDesign(Model):
         lines.append(f"variance g(n)       : {br['total']:.10g}{vt}")
         if d.objective_kind == "mean":
             lines.append(f"Var(mean estimate)  : {br['variance_of_mean']:.6g}")
+        lines += constrained_lines(self, pt)
         if solution.certificate is not None:
             lines.append(f"certificate         : {solution.certificate}")
         return "\n".join(lines)
