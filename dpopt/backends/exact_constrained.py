@@ -592,7 +592,10 @@ def _solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose) -> 
             steps.append(f"core of {size} secant segments exceeds max_milp_columns={max_cols}")
             break
         sc = abs(ub) if inc is not None else scale
-        milp = secant_milp(prog, r_lo, r_hi, anchor=x, obj_scale=max(sc, 1e-300) * 1e-6, row_tighten=2e-10)
+        # rows at their exact right-hand sides: the MILP's bound must hold for every feasible design,
+        # including those with no slack (a target set from a design's own precision; tightened rows missed
+        # them and proved a worse point); HiGHS's points are then checked against the rows by _feasible
+        milp = secant_milp(prog, r_lo, r_hi, anchor=x, obj_scale=max(sc, 1e-300) * 1e-6)
         status, n, _, bnd, hs = _highs_solve(milp, rel_gap * 0.25, 0.0, deadline.left(), verbose,
                                              start=inc if covers else None)
         steps.append(f"HiGHS on {int(np.sum(r_hi > r_lo))} strata, {size} segments (budget {b / scale:.1e}): {hs}")
