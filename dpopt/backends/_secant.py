@@ -20,7 +20,7 @@ from ..result import Certificate, Solution, Status
 
 DEFAULT_TIME_LIMIT = 300.0          # seconds, when the caller gives none: a solver call always ends
 DEFAULT_MAX_SEGMENTS = 300_000
-_PYOMO_SOLVERS = {"scip": "scip_direct", "highs": "appsi_highs"}
+_PYOMO_SOLVERS = ("scip", "highs")        # dpopt names; _pyomo.SOLVERS maps them to Pyomo's factories
 _CVXPY_SOLVERS = {"scip": "SCIP", "highs": "HIGHS"}
 
 
@@ -43,9 +43,10 @@ def _prepare(model, options, solvers):
     if solver not in solvers:
         return None, Solution(status=Status.UNSUPPORTED, message=f"the secant MILP of a constrained design runs on "
                               f"{', '.join(sorted(solvers))}, not {options.get('solver')!r}")
+    # (the names are matched against this fixed list only; nothing the caller wrote reaches a solver factory)
     time_limit = options.get("time_limit")
     time_limit = DEFAULT_TIME_LIMIT if time_limit is None else V.time_limit(time_limit)
-    gap = options.get("rel_gap", options.get("mip_gap"))
+    gap = options.get("rel_gap")
     gap = 1e-9 if gap is None else V.option(V.real, "rel_gap", gap)
     if not 0 <= gap < 1:
         raise V.InvalidOption(f"rel_gap must be in [0, 1), got {gap:g}")
@@ -106,7 +107,6 @@ def solve_pyomo(model, **options) -> Solution:
     if early is not None:
         return early
     import pyomo.environ as pe
-    from pyomo.opt import TerminationCondition as TC
 
     milp = prep["milp"]
     R, C, Vv, rlo, rhi = _coo(milp)
@@ -131,35 +131,21 @@ def solve_pyomo(model, **options) -> Solution:
                    else (expr == lo_r if lo_r is not None and lo_r == hi_r else
                          (expr >= lo_r if lo_r is not None else expr <= hi_r)))
     key = prep["solver"]
-    opt = pe.SolverFactory(_PYOMO_SOLVERS[key])      # names come from the fixed map above, never the caller
-    try:
-        available = bool(opt.available(exception_flag=False))
-    except Exception:  # noqa: BLE001 - a broken plug-in counts as missing
-        available = False
-    if not available:
-        return Solution(status=Status.UNSUPPORTED, solver=key, message=f"{key} is not available to Pyomo")
+    from . import _pyomo
+    opt, why = _pyomo.open_solver(key)          # the one allow-list: never a caller's string
+    if opt is None:
+        return Solution(status=Status.UNSUPPORTED, solver=key, message=why)
     left = max(prep["time_limit"] - (time.perf_counter() - t0), 1e-3)
-    opts = ({"limits/time": left, "limits/gap": prep["gap"]} if key == "scip"
-            else {"time_limit": left, "mip_rel_gap": prep["gap"]})
+    opts = {"limits/time": left, "timing/clocktype": 2, "limits/gap": prep["gap"]} if key == "scip" else \
+        {"time_limit": left, "mip_rel_gap": prep["gap"]}
     opts.update(prep["solver_options"])          # passed straight through, as on every Pyomo route
-    from ._pyomo import quiet_pyomo_log
-    with quiet_pyomo_log():
-        res = opt.solve(m, load_solutions=False, tee=prep["verbose"], options=opts)
-    tc = res.solver.termination_condition
-    has_point = len(res.solution) > 0
-    n = None
-    if has_point:
-        m.solutions.load_from(res)
-        n = np.array([round(pe.value(m.v[j])) for j in range(milp.k)], dtype=np.int64)
-    word = ("optimal" if tc in (TC.optimal, TC.globallyOptimal) else
-            "infeasible" if tc in (TC.infeasible, TC.infeasibleOrUnbounded) else
-            "time_limit" if tc in (TC.maxTimeLimit, TC.maxIterations) else "other")
-    try:
-        bound = float(res.problem.lower_bound) * milp.obj_scale
-    except (TypeError, ValueError, AttributeError):
-        bound = -math.inf
-    if not math.isfinite(bound):
-        bound = -math.inf
+    # solver output straight to the descriptors (no pipe to dead-lock); an interrupt raises KeyboardInterrupt
+    status, tc, res, has_point = _pyomo.run(opt, key, m, opts, prep["verbose"])
+    n = np.array([round(pe.value(m.v[j])) for j in range(milp.k)], dtype=np.int64) if has_point else None
+    word = {Status.OPTIMAL: "optimal", Status.INFEASIBLE: "infeasible", Status.TIME_LIMIT: "time_limit"}.get(
+        status, "other")
+    lb = _pyomo.lower_bound(res)
+    bound = lb * milp.obj_scale if math.isfinite(lb) else -math.inf
     return _finish(model, prep, word, n, bound, key, t0, f"termination {tc}")
 
 

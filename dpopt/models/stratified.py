@@ -207,6 +207,8 @@ class StratifiedDesign(Model):
         self.min_per_stratum = None
         if min_per_stratum is not None:
             m = V.integer("min_per_stratum", min_per_stratum, minimum=1)
+            if m > 2 ** 53:
+                raise ValueError(f"min_per_stratum must be <= 2**53 (a stratum size), got {m:g}")
             self.min_per_stratum = m
             # a stratum smaller than m is taken whole (its variance is then known exactly)
             self.lower = np.maximum(self.lower, np.minimum(m, self.upper))
