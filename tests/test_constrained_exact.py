@@ -247,6 +247,7 @@ def test_bad_precision_input_names_the_field(bad, match):
     (dict(sigma2=[1.0, 2.0, 3.0], labels=["a", "a", "b"]), "unique"),
     (dict(sigma2=[1.0, 2.0, 3.0], value_range=[3, 1]), "value_range"),
     (dict(sigma2=[1.0, 2.0, 3.0], min_per_stratum=0), "min_per_stratum"),
+    (dict(sigma2=[1.0, 2.0, 3.0], min_per_stratum=1e308), "min_per_stratum"),
 ])
 def test_bad_design_input_names_the_field(kw, match):
     with pytest.raises((ValueError, TypeError), match=match):
