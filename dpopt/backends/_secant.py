@@ -61,7 +61,9 @@ def _prepare(model, options, solvers):
                               "restricts it by reduced-cost fixing")
     x0 = np.sqrt(lo * hi)
     scale = max(abs(prog.evaluate(x0)[0]), 1e-300) * 1e-6
-    milp = secant_milp(prog, lo, hi, anchor=x0, obj_scale=scale, row_tighten=2e-10)
+    # exact right-hand sides (tightened rows cut off zero-slack optima and void the bound); a point the solver
+    # accepts within its own tolerance but dpopt's 1e-9 refuses is repaired, and then only feasible
+    milp = secant_milp(prog, lo, hi, anchor=x0, obj_scale=scale)
     solver_options = options.get("solver_options") or {}
     if not isinstance(solver_options, dict):
         raise V.InvalidOption(f"solver_options must be a mapping of the solver's own options, got "
@@ -72,17 +74,22 @@ def _prepare(model, options, solvers):
 
 def _finish(model, prep, status_word, n, bound, solver_name, t0, message):
     prog = prep["prog"]
+    repaired = False
     if n is not None and not (np.all(n >= prog.lower) and np.all(n <= prog.upper)
                               and np.all(prog.violation(n.astype(float)) <= 1e-9)):
-        n = None
-        message += "; the solver's point violates the model beyond 1e-9 (discarded)"
+        from .pyomo_stratified import repair_integer_point
+        worst = float(np.max(prog.violation(np.clip(n, prog.lower, prog.upper).astype(float))))
+        n = repair_integer_point(model, np.clip(n, prog.lower, prog.upper))
+        repaired = n is not None
+        message += (f"; the solver's point violated a row by {worst:.2e} (relative), within its own tolerance"
+                    + ("; repaired by unit moves, so not proven optimal" if repaired else "; no repair found"))
     if n is None:
         st = {"infeasible": Status.INFEASIBLE, "time_limit": Status.TIME_LIMIT}.get(status_word, Status.ERROR)
         return Solution(status=st, solver=solver_name, message=message, wall_time=time.perf_counter() - t0)
     obj = prog.evaluate(n.astype(float))[0]
     lb = bound if math.isfinite(bound) else -math.inf
     gap = max((obj - lb) / abs(obj), 0.0) if obj and math.isfinite(lb) else math.inf
-    optimal = status_word == "optimal" and gap <= max(prep["gap"], 1e-9) * 1.0001
+    optimal = status_word == "optimal" and not repaired and gap <= max(prep["gap"], 1e-9) * 1.0001
     cert = Certificate("gap", bool(optimal), lower_bound=lb, gap=gap, tolerance=prep["gap"],
                        message="secant MILP bound from the solver")
     st = Status.OPTIMAL if optimal else (Status.TIME_LIMIT if status_word == "time_limit" else Status.FEASIBLE)
@@ -136,8 +143,8 @@ def solve_pyomo(model, **options) -> Solution:
     if opt is None:
         return Solution(status=Status.UNSUPPORTED, solver=key, message=why)
     left = max(prep["time_limit"] - (time.perf_counter() - t0), 1e-3)
-    opts = {"limits/time": left, "timing/clocktype": 2, "limits/gap": prep["gap"]} if key == "scip" else \
-        {"time_limit": left, "mip_rel_gap": prep["gap"]}
+    opts = ({"limits/time": left, "timing/clocktype": 2, "limits/gap": prep["gap"]} if key == "scip"
+            else {"time_limit": left, "mip_rel_gap": prep["gap"]})
     opts.update(prep["solver_options"])          # passed straight through, as on every Pyomo route
     # solver output straight to the descriptors (no pipe to dead-lock); an interrupt raises KeyboardInterrupt
     status, tc, res, has_point = _pyomo.run(opt, key, m, opts, prep["verbose"])

@@ -330,6 +330,9 @@ def max_violation(model, n) -> float:
         v = max(v, float(np.max(con.residual(n) / (1 + np.abs(con.b)))))
     if isinstance(model, MinCostDesign) and model.variance_target is not None:
         v = max(v, (model.variance_value(n) - model.variance_target) / model.variance_target)
+    design = model.design if isinstance(model, MinCostDesign) else model
+    for t in getattr(model, "precision_targets", []):
+        v = max(v, (design.precision_value(t, n) - t.bound) / t.bound)
     return max(v, 0.0)
 
 
