@@ -83,11 +83,16 @@ def _inner_continuous(prog, Om, ell, x0=None, max_iter: int = 100):
         a[act] = np.where(g < 0, xa, a[act])
         b[act] = np.where(g > 0, xa, b[act])
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            xn = xa - g / h
+            # Newton on x²φ'(x) (same root): for φ = A/x + Bx that is Bx² − A, on which Newton converges from
+            # any x > 0; plain Newton on φ' overshoots below zero from the right of the root
+            xn = xa - xa * g / (2 * g + xa * h)
         aa, bb = a[act], b[act]
-        bad = ~np.isfinite(xn) | (xn <= aa) | (xn >= bb)
+        # a step below the tolerance is convergence, even when rounding puts it on the bracket's end (treating
+        # it as a bad step jumped back to the bracket's middle: 35 iterations per solve instead of 5)
+        tiny = np.isfinite(xn) & (np.abs(xn - xa) <= 1e-13 * xa)
+        bad = ~tiny & (~np.isfinite(xn) | (xn <= aa) | (xn >= bb))
         xn = np.where(bad, np.sqrt(aa * bb), xn)
-        done = (np.abs(xn - xa) <= 1e-13 * xa) | (g == 0) | (bb - aa <= 1e-13 * bb)
+        done = tiny | (g == 0) | (bb - aa <= 1e-13 * bb)
         xi[act] = xn
         act = act[~done]
         if act.size == 0:
@@ -258,37 +263,50 @@ def _solve_dual(prog: SeparableProgram, deadline: _Deadline, tol: float = 1e-11,
 
 
 def _line_raise(dual: _Dual, lam, l, scale, q, g, x, Om, ell, max_eval: int = 200, rtol: float = 1e-3):
-    """Maximise the dual along λ_l alone (its derivative g_l decreases in λ_l): bracket then bisect to a
-    relative width ``rtol`` (a start for the Newton iterations, which converge from there)."""
+    """Maximise the dual along λ_l alone (its derivative g_l decreases in λ_l): bracket, then close in by
+    regula falsi (Illinois) to a relative width ``rtol`` (a start for the Newton iterations, which converge
+    from there)."""
     ineq = dual.ineq[l]
     sign = 1.0 if g[l] > 0 else -1.0
     lo_v = lam[l]
     cur = (q, g, x, Om, ell)
     step = scale
     hi_v = None
+    g_lo, g_hi, side = sign * g[l], 0.0, 0      # signed slopes at the bracket's ends (> 0 at lo_v, ≤ 0 at hi_v)
     n = 0
     while n < max_eval:
         trial = lam.copy()
-        trial[l] = lo_v + sign * step if hi_v is None else 0.5 * (lo_v + hi_v)
+        if hi_v is None:
+            trial[l] = lo_v + sign * step
+        else:
+            t = g_lo / (g_lo - g_hi) if np.isfinite(g_lo - g_hi) and g_lo - g_hi > 0 else 0.5
+            trial[l] = lo_v + min(max(t, 1e-3), 1 - 1e-3) * (hi_v - lo_v)
         if ineq:
             trial[l] = max(trial[l], 0.0)
         res = dual.at(trial)
         n += 1
+        slope = sign * res[1][l]
         if hi_v is None:
-            if sign * res[1][l] > 0 and np.isfinite(res[0]):
-                lo_v, lam, cur = trial[l], trial, res
+            if slope > 0 and np.isfinite(res[0]):
+                lo_v, lam, cur, g_lo = trial[l], trial, res, slope
                 step *= 4.0
                 if res[0] > dual.f_max + 1e-9 * abs(dual.f_max):
                     break
             else:
-                hi_v = trial[l]
+                hi_v, g_hi = trial[l], slope
         else:
-            if sign * res[1][l] > 0:
-                lo_v, lam, cur = trial[l], trial, res
+            if slope > 0:
+                lo_v, lam, cur, g_lo = trial[l], trial, res, slope
+                if side > 0:
+                    g_hi *= 0.5     # Illinois: the end kept twice gets half its weight
+                side = 1
             else:
-                hi_v = trial[l]
+                hi_v, g_hi = trial[l], slope
                 if res[0] >= cur[0]:
                     lam, cur = trial, res
+                if side < 0:
+                    g_lo *= 0.5
+                side = -1
             if abs(hi_v - lo_v) <= rtol * max(abs(hi_v), abs(lo_v)):
                 break
         if ineq and trial[l] == 0.0 and sign < 0:
@@ -576,7 +594,8 @@ def _solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose) -> 
     # feasible n has f(n) ≥ lb + Σ r_i(n_i), so once b ≥ ub − lb the ranges hold every point better than the
     # incumbent and the MILP's optimum there is global. Small budgets give small, fast MILPs whose optima are
     # incumbents; the budget grows until it covers ub − lb.
-    b = (ub - lb) if inc is not None else _START_BUDGET * scale
+    # even with an incumbent (a feasible Lagrangian minimiser can be a poor one) the first core is small
+    b = min(ub - lb, _START_BUDGET * scale) if inc is not None else _START_BUDGET * scale
     bound = -math.inf
     for _ in range(80):
         if inc is not None and ub - lb <= rel_gap * abs(ub):
@@ -596,9 +615,11 @@ def _solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose) -> 
         # including those with no slack (a target set from a design's own precision; tightened rows missed
         # them and proved a worse point); HiGHS's points are then checked against the rows by _feasible
         milp = secant_milp(prog, r_lo, r_hi, anchor=x, obj_scale=max(sc, 1e-300) * 1e-6)
+        t0 = time.perf_counter()
         status, n, _, bnd, hs = _highs_solve(milp, rel_gap * 0.25, 0.0, deadline.left(), verbose,
                                              start=inc if covers else None)
-        steps.append(f"HiGHS on {int(np.sum(r_hi > r_lo))} strata, {size} segments (budget {b / scale:.1e}): {hs}")
+        steps.append(f"HiGHS on {int(np.sum(r_hi > r_lo))} strata, {size} segments (budget {b / scale:.1e}): {hs} "
+                     f"in {time.perf_counter() - t0:.2f} s")
         offer(n)
         covers = inc is not None and b >= ub - lb
         if status == "optimal":
