@@ -225,19 +225,9 @@ ALIASES = {"sigma2": ["sigma2", "variance"], "S2": ["S2", "population variance"]
 #: open findings in files other sessions own (named in the hand-over report); a case listed here that passes
 #: fails the test, so the list shrinks as they are fixed
 KNOWN_OPEN = {
-    "min_cost.se=*": "min_cost.py: a bad se is reported as 'precision target', not by its name",
-    "min_cost.cv=*": "min_cost.py: a bad cv is reported as 'precision target', not by its name",
-    "stratified_min_cost:se=*": "min_cost.py: a bad se is reported as 'precision target', not by its name",
-    "stratified:cost_budget=*": "stratified.py: a bad cost_budget is reported as 'budget', not by its name",
     "hierarchy:tree.parents=*": "hierarchy model-file loader iterates parents before validating them",
-    "stratified:min_per_stratum=huge": "stratified.py: min_per_stratum = 1e300 raises OverflowError",
     # the stratified model-file loader reports these keys by their Python names (labels, domains, A, b, ...)
     # or leaks numpy/Python messages ('float' object is not iterable, unhashable type, resolved dtypes)
-    "stratified:strata.label=*": "stratified loader: message names 'labels', not the key strata.label",
-    "stratified:strata.domain=*": "stratified loader: message names 'domains', not the key strata.domain",
-    "stratified:constraint.*": "stratified loader: [[constraint]] keys reported as A/b or numpy messages",
-    "stratified:precision.*": "stratified loader: [[precision]] keys reported without their names",
-    "stratified_min_cost:strata.N=*": "stratified loader: strata.N = strings leak a numpy message",
 }
 
 

@@ -54,6 +54,7 @@ class MinCostDesign(Model):
             raise ValueError("give se or cv for the population mean, not both")
         if se is not None or cv is not None:
             kind, value = ("se", se) if se is not None else ("cv", cv)
+            value = V.positive(kind, value)
             self.precision_targets.append(design._precision_target(value, None, variable, kind, mean, "mean",
                                                                    f"population mean ({kind})"))
         if self.variance_target is None and not self.precision_targets:

@@ -286,6 +286,9 @@ class StratifiedDesign(Model):
             known = sorted(set(self.domains or [])) + self.labels[:10]
             raise ValueError(f"{field}: unknown domain or stratum label {strata!r} (known: {', '.join(known)}"
                              f"{', ...' if k > 10 else ''})")
+        if not isinstance(strata, (list, tuple, np.ndarray, range)):
+            raise TypeError(f"{field} must be a domain name, a label, a list of labels or indices, or a boolean "
+                            f"mask, got {type(strata).__name__}")
         items = list(strata) if not isinstance(strata, np.ndarray) else strata.tolist()
         if not items:
             raise ValueError(f"{field} must name at least one stratum (got an empty domain)")
@@ -393,11 +396,13 @@ class StratifiedDesign(Model):
             m = V.real("mean", mean)
             if m == 0:
                 raise ValueError("mean must be non-zero for a cv precision target")
-            bound = (value * abs(m)) ** 2
+            bound = (value * abs(m)) * (value * abs(m))
         else:
             if mean is not None:
                 raise ValueError("mean= is only used by kind='cv'")
-            bound = value ** 2 if kind == "se" else value
+            bound = value * value if kind == "se" else value
+        if not math.isfinite(bound):
+            raise ValueError(f"precision target {value:g} ({kind}) is too large: its variance overflows")
         if estimate == "objective" and kind != "variance":
             raise ValueError("estimate='objective' targets are on the objective's scale: use kind='variance'")
         beta = np.zeros(self.k)
@@ -965,6 +970,11 @@ def design_from_file(data: dict, total, strata_required=("N", "sigma2")) -> Stra
         objective = strata["weights"]
     elif "weights" in strata:
         raise ModelFileError("strata.weights is given but objective is not 'weights'")
+    # key-named checks of what the constructor would report under its Python names
+    N = V.positive_int_vector("strata.N", strata["N"])
+    for key in ("label", "domain"):
+        if key in strata:
+            _labels(f"strata.{key}", strata[key], N.size, unique=key == "label")
     if total is None:     # min-cost: any feasible total (Σ upper always is); the model ignores it
         total = int(np.sum(strata["upper"] if strata.get("upper") is not None else strata["N"]))
     design = StratifiedDesign(N=strata["N"], sigma2=strata["sigma2"], total=total,
@@ -981,24 +991,59 @@ def design_from_file(data: dict, total, strata_required=("N", "sigma2")) -> Stra
         raise ModelFileError("constraints are an array of tables: write [[constraint]], not [constraint]")
     for i, con in enumerate(constraints):
         where = f"[[constraint]] #{i + 1}"
+        if not isinstance(con, dict):
+            raise ModelFileError(f"{where} must be a table with coefficients, rhs (and sense, strata, name)")
         take(con, {"coefficients", "strata", "sense", "rhs", "name"}, {"coefficients", "rhs"}, where)
+        sense = V.choice(f"{where} sense", con.get("sense", "<="), ("<=", ">=", "=="))
+        rhs = V.real(f"{where} rhs", con["rhs"])
         coef = con["coefficients"]
         if "strata" in con:
             if isinstance(coef, (list, dict)):
                 raise ModelFileError(f"{where}: with 'strata', coefficients is one number for those strata")
-            names = con["strata"] if isinstance(con["strata"], list) else [con["strata"]]
-            coef = {name: coef for name in names}
-        design.add_constraint(coef, con["rhs"], con.get("sense", "<="), con.get("name", ""))
+            value = V.real(f"{where} coefficients", coef)
+            idx = design.strata_index(con["strata"], f"{where} strata")
+            coef = np.zeros(design.k)
+            coef[idx] = value
+        elif isinstance(coef, dict):
+            coef = {k: V.real(f"{where} coefficients[{k!r}]", v) for k, v in coef.items()}
+        else:
+            coef = V.vector(f"{where} coefficients", coef, length=design.k)
+        name = con.get("name", "")
+        if not isinstance(name, str):
+            raise ModelFileError(f"{where} name must be a string")
+        try:
+            design.add_constraint(coef, rhs, sense, name)
+        except (ValueError, TypeError) as exc:
+            raise ModelFileError(f"{where} coefficients: {exc}") from None
     targets = data.get("precision", [])
     if isinstance(targets, dict):
         raise ModelFileError("precision targets are an array of tables: write [[precision]], not [precision]")
     for i, t in enumerate(targets):
         where = f"[[precision]] #{i + 1}"
+        if not isinstance(t, dict):
+            raise ModelFileError(f"{where} must be a table with target (and strata, variable, kind, mean, name)")
         take(t, {"target", "strata", "variable", "kind", "mean", "estimate", "name"}, {"target"}, where)
+        target = V.positive(f"{where} target", t["target"])
+        kind = V.choice(f"{where} kind", t.get("kind", "variance"), TARGET_KINDS)
+        estimate = V.choice(f"{where} estimate", t.get("estimate", "mean"), ("mean", "objective"))
+        mean = None if t.get("mean") is None else V.real(f"{where} mean", t["mean"])
+        name = t.get("name", "")
+        if not isinstance(name, str):
+            raise ModelFileError(f"{where} name must be a string")
+        variable = t.get("variable")
+        if variable is not None and not isinstance(variable, (str, int)) or isinstance(variable, bool):
+            raise ModelFileError(f"{where} variable must be a variable name or index")
+        if variable is not None:
+            try:
+                design.variable_index(variable)
+            except (ValueError, TypeError) as exc:
+                raise ModelFileError(f"{where} variable: {exc}") from None
+        strata_spec = t.get("strata")
+        if strata_spec is not None:
+            design.strata_index(strata_spec, f"{where} strata")
         try:
-            design.add_precision_target(t["target"], strata=t.get("strata"), variable=t.get("variable"),
-                                        kind=t.get("kind", "variance"), mean=t.get("mean"),
-                                        estimate=t.get("estimate", "mean"), name=t.get("name", ""))
+            design.add_precision_target(target, strata=strata_spec, variable=variable, kind=kind, mean=mean,
+                                        estimate=estimate, name=name)
         except (ValueError, TypeError) as exc:
             raise ModelFileError(f"{where}: {exc}") from None
     return design
@@ -1012,7 +1057,8 @@ def _load_stratified(data: dict, base) -> StratifiedDesign:
     if "cost_budget" in data:
         if "cost" not in data["strata"]:
             raise ModelFileError("cost_budget needs strata.cost")
-        model.add_cost_budget(data["strata"]["cost"], data["cost_budget"])
+        model.add_cost_budget(V.positive_vector("strata.cost", data["strata"]["cost"], length=model.k),
+                              V.positive("cost_budget", data["cost_budget"]))
     elif "cost" in data["strata"]:
         raise ModelFileError("strata.cost is given but no cost_budget uses it (add cost_budget, or use the "
                              "stratified_min_cost family)")
