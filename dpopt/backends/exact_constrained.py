@@ -351,6 +351,110 @@ def _reduced_ranges(prog, Om, ell, n_lam, budget):
     return n_lam - search(-1), n_lam + search(+1)
 
 
+def _segmented_first_min(group: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """For items sorted by group (then by their objective), True where y is below every earlier y of the group."""
+    S = y.size
+    rank = np.empty(S, dtype=np.int64)
+    rank[np.argsort(y, kind="stable")] = np.arange(S)
+    # ranks shifted down by S per group: the running minimum then restarts at each group's first item
+    w = rank - group.astype(np.int64) * S
+    prev = np.concatenate([[np.iinfo(np.int64).max], np.minimum.accumulate(w)[:-1]])
+    return w < prev
+
+
+def _enumerate_core(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, max_states):
+    """Every design of the core whose objective is within ``budget`` of the Lagrangian bound, by dynamic
+    programming over its free strata. Returns None when more than ``max_states`` partial designs survive,
+    else (best verified design or None, smallest objective − bound among the surviving designs or inf).
+
+    f(n) = LB + Σ_i r_i(n_i) + Σ_l λ_l s_l(n) with r_i ≥ 0 the reduced costs and s_l ≥ 0 the slacks of the
+    inequality rows, so a partial design is dropped once its reduced costs plus the slack its remaining strata
+    cannot use exceed the budget, or once no completion can meet a row (rows checked with a tolerance looser
+    than the final test). With at most one inequality row, a partial design is also dropped when another with
+    the same equality-row values has no larger objective and no larger row value (it is dominated). Nothing
+    that could be feasible within the budget is lost, so an empty result proves f > LB + budget everywhere.
+    """
+    free = np.flatnonzero(r_hi > r_lo)
+    m = prog.m
+    rhs, ineq = prog.rhs(), prog.inequality()
+    lam_in = np.where(ineq, lam, 0.0)
+    x0 = n_lam.astype(float)
+    T0 = prog.unit_matrix(x0)
+    per0 = np.stack([prog.row_terms(r, T0, x0) for r in prog.rows], axis=1) if m else np.zeros((prog.k, 0))
+    rows0, abs0 = per0.sum(axis=0), np.abs(per0).sum(axis=0)
+    phi0 = _phi(prog, Om, ell, x0)
+    # per free stratum: its values, reduced costs and row changes
+    sizes = (r_hi[free] - r_lo[free] + 1).astype(np.int64)
+    owner = np.repeat(np.arange(free.size), sizes)
+    ii = free[owner]
+    v = r_lo[ii] + np.arange(owner.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    vf = v.astype(float)
+    T = prog.unit_matrix(vf, ii)
+    r_all = np.maximum(_phi(prog, Om, ell, vf, ii) - phi0[ii], 0.0)
+    new = np.stack([prog.row_terms(r, T, vf, ii) for r in prog.rows], axis=1) if m else np.zeros((v.size, 0))
+    d_all = new - per0[ii]
+    dabs_all = np.abs(new) - np.abs(per0[ii])      # change of Σ|terms|, the rows' scale in _feasible
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    # pruning keeps anything within twice the final test's tolerance (the final test is _feasible's own)
+    abs_hi = abs0 + sum(np.maximum(dabs_all[starts[t]:starts[t + 1]].max(axis=0), 0.0) for t in range(free.size))
+    tol = 2 * _FEAS_TOL * np.maximum(np.abs(rhs), abs_hi)
+    dmin = np.array([d_all[starts[t]:starts[t + 1]].min(axis=0) for t in range(free.size)]).reshape(free.size, m)
+    dmax = np.array([d_all[starts[t]:starts[t + 1]].max(axis=0) for t in range(free.size)]).reshape(free.size, m)
+    suf_min = np.vstack([np.cumsum(dmin[::-1], axis=0)[::-1], np.zeros((1, m))])
+    suf_max = np.vstack([np.cumsum(dmax[::-1], axis=0)[::-1], np.zeros((1, m))])
+    eq_cols = np.flatnonzero(~ineq)
+    dominance = int(np.sum(ineq)) <= 1
+    S_r, S_row, S_abs = np.zeros(1), rows0[None, :].copy(), abs0[None, :].copy()
+    trail = []
+    for t in range(free.size):
+        s0, s1 = starts[t], starts[t + 1]
+        R = (S_r[:, None] + r_all[None, s0:s1]).ravel()
+        ROW = (S_row[:, None, :] + d_all[None, s0:s1, :]).reshape(-1, m)
+        lo_end, hi_end = ROW + suf_min[t + 1], ROW + suf_max[t + 1]
+        ok = np.all(np.where(ineq, lo_end <= rhs + tol, (lo_end <= rhs + tol) & (hi_end >= rhs - tol)), axis=1)
+        ok &= R + np.maximum(rhs - hi_end, 0.0) @ lam_in <= budget
+        idx = np.flatnonzero(ok)
+        if dominance and idx.size > 1:
+            F = R[idx] - (ROW[idx] - rows0) @ lam           # objective change so far
+            if eq_cols.size:
+                keys = ROW[idx][:, eq_cols]
+                order = np.lexsort((F, *keys.T[::-1]))
+                ks = keys[order]
+                group = np.concatenate([[0], np.cumsum(np.any(ks[1:] != ks[:-1], axis=1))])
+            else:
+                order = np.argsort(F, kind="stable")
+                group = np.zeros(idx.size, dtype=np.int64)
+            if np.any(ineq):
+                keep = _segmented_first_min(group, ROW[idx[order], int(np.flatnonzero(ineq)[0])])
+            else:
+                keep = np.concatenate([[True], group[1:] != group[:-1]])
+            idx = np.sort(idx[order[keep]])
+        if idx.size > max_states:
+            return None
+        trail.append(idx)
+        p_, c_ = idx // (s1 - s0), idx % (s1 - s0)
+        S_r, S_row, S_abs = R[idx], ROW[idx], S_abs[p_] + dabs_all[s0 + c_]
+        if idx.size == 0:
+            return None, math.inf
+    # the final test is _feasible's: relative violation ≤ _FEAS_TOL of max(|rhs|, Σ|terms|)
+    lim = _FEAS_TOL * np.maximum(np.abs(rhs), np.maximum(S_abs, 1e-300))
+    feas = np.all(np.where(ineq, S_row - rhs <= lim, np.abs(S_row - rhs) <= lim), axis=1)
+    excess = np.where(feas, S_r + (rhs - S_row) @ lam_in, math.inf)     # f − LB of each final design
+    best_excess = float(np.min(excess)) if excess.size else math.inf
+    for p in np.argsort(excess, kind="stable")[:20]:
+        if not math.isfinite(excess[p]):
+            break
+        n = n_lam.copy()
+        pos = int(p)
+        for t in range(free.size - 1, -1, -1):      # expanded index = parent position × values + choice
+            e = int(trail[t][pos])
+            pos = e // int(sizes[t])
+            n[free[t]] = v[starts[t] + e % int(sizes[t])]
+        if _feasible(prog, n):
+            return n, best_excess
+    return None, best_excess
+
+
 def _highs_model(milp, integer: bool = True, verbose: bool = False):
     """A HiGHS instance holding a SecantMILP (its LP relaxation when ``integer`` is False)."""
     import highspy
@@ -535,7 +639,7 @@ def _window(prog, x, n_lam, width):
     return w_lo, w_hi
 
 
-def _solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose) -> dict:
+def _solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max_states=200_000) -> dict:
     """Certified integer optimum of one block of the program (see the module docstring).
 
     Returns dict(n, ub, lb, lagrangian, x, q, lam, infeasible, reason, steps); ``lb`` is a proven lower
@@ -553,7 +657,7 @@ def _solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose) -> 
     lo, hi = prog.lower, prog.upper
     lb, n_lam, Om, ell = _integer_bound(prog, lam)
     w_lo, w_hi = _window(prog, x, n_lam, window)
-    scale = max(abs(lb), 1e-300)
+    scale = max(abs(lb), abs(prog.evaluate(n_lam.astype(float))[0]), 1e-300)
     if convex and prog.m:
         # the secant LP's duals are the best multipliers: its value is the convex hull bound
         lam_lp = _lp_multipliers(prog, w_lo, w_hi, x, scale, deadline.left())
@@ -590,26 +694,47 @@ def _solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose) -> 
         out.update(n=inc, ub=ub)
         return out
     out["lagrangian"] = lb
-    # core MILPs: reduced-cost fixing with budget b keeps, per stratum, the values v with r_i(v) ≤ b. Every
-    # feasible n has f(n) ≥ lb + Σ r_i(n_i), so once b ≥ ub − lb the ranges hold every point better than the
-    # incumbent and the MILP's optimum there is global. Small budgets give small, fast MILPs whose optima are
-    # incumbents; the budget grows until it covers ub − lb.
-    # even with an incumbent (a feasible Lagrangian minimiser can be a poor one) the first core is small
-    b = min(ub - lb, _START_BUDGET * scale) if inc is not None else _START_BUDGET * scale
-    bound = -math.inf
-    for _ in range(80):
-        if inc is not None and ub - lb <= rel_gap * abs(ub):
-            bound = ub
+    # Cores: reduced-cost fixing with budget b keeps, per stratum, the values v with r_i(v) ≤ b. Every feasible
+    # n has f(n) = lb + Σ r_i(n_i) + λ·slack ≥ lb + r_i(n_i), so the core holds every design within lb + b.
+    # A core is solved by enumeration (exact, fast while few partial designs survive) or else as a secant
+    # MILP; either proves f > lb + b when the core has nothing better, and its optimum is global once
+    # b ≥ ub − lb. Budgets start small (fast, tight cores) and grow.
+    b = _START_BUDGET * scale
+    bound = -math.inf        # proven lower bound from the cores
+    enumerate_ok = True
+    for _ in range(200):
+        if inc is not None and ub - max(lb, bound) <= rel_gap * abs(ub):
             break
         if deadline.passed():
             break
+        if inc is not None:
+            b = min(b, ub - lb)
         r_lo, r_hi = _reduced_ranges(prog, Om, ell, n_lam, b * (1 + 1e-12) + 1e-300)
-        covers = inc is not None and b >= ub - lb
         whole = bool(np.all(r_lo == lo) and np.all(r_hi == hi))
+        free = int(np.sum(r_hi > r_lo))
+        if enumerate_ok:
+            t0 = time.perf_counter()
+            res = _enumerate_core(prog, Om, ell, lam, n_lam, r_lo, r_hi, b, max_states)
+            if res is not None:
+                offer(res[0])
+                bound = max(bound, lb + min(b, res[1]))
+                steps.append(f"enumerated {free} strata (budget {b / scale:.1e}) in {time.perf_counter() - t0:.2f} s"
+                             + ("" if math.isfinite(res[1]) else ": nothing within the budget"))
+                if inc is not None and (ub - max(lb, bound) <= rel_gap * abs(ub) or b >= ub - lb):
+                    break       # proven, or the core held every better design (rounding left a sliver)
+                if whole and inc is None and not math.isfinite(b):
+                    out.update(infeasible=True, reason="no integer design meets every constraint (the continuous "
+                               "relaxation is feasible; every design in the bounds was enumerated)")
+                    return out
+                b = b * 2.0 if math.isfinite(b) else b
+                continue
+            enumerate_ok = False
+            steps.append(f"enumeration of {free} strata (budget {b / scale:.1e}) exceeded {max_states} states")
         size = int(np.sum(r_hi - r_lo))
         if size > max_cols:
             steps.append(f"core of {size} secant segments exceeds max_milp_columns={max_cols}")
             break
+        covers = inc is not None and b >= ub - lb
         sc = abs(ub) if inc is not None else scale
         # rows at their exact right-hand sides: the MILP's bound must hold for every feasible design,
         # including those with no slack (a target set from a design's own precision; tightened rows missed
@@ -618,32 +743,36 @@ def _solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose) -> 
         t0 = time.perf_counter()
         status, n, _, bnd, hs = _highs_solve(milp, rel_gap * 0.25, 0.0, deadline.left(), verbose,
                                              start=inc if covers else None)
-        steps.append(f"HiGHS on {int(np.sum(r_hi > r_lo))} strata, {size} segments (budget {b / scale:.1e}): {hs} "
+        steps.append(f"HiGHS on {free} strata, {size} segments (budget {b / scale:.1e}): {hs} "
                      f"in {time.perf_counter() - t0:.2f} s")
         offer(n)
-        covers = inc is not None and b >= ub - lb
         if status == "optimal":
-            if covers:
-                bound = min(bnd, ub)
+            bound = max(bound, min(bnd, lb + b))
+            if inc is not None and b >= ub - lb:
+                bound = max(bound, min(bnd, ub))
                 break
-            b = min(ub - lb, b * _GROWTH)
+            b = b * _GROWTH if inc is None else min(ub - lb, b * _GROWTH)
             continue
         if status == "infeasible":
             if whole:
                 out.update(infeasible=True, reason="no integer design meets every constraint (the continuous "
                            "relaxation is feasible; HiGHS proved the whole box infeasible)")
                 return out
-            if covers:      # no point better than the incumbent (it lies in the ranges but failed HiGHS's rows)
-                bound = ub
+            bound = max(bound, lb + b)
+            if inc is not None and b >= ub - lb:
+                # nothing better than the incumbent (it lies in the core but only meets the rows within tolerance)
+                bound = max(bound, ub)
                 break
             b = b * _GROWTH if inc is None else min(ub - lb, b * _GROWTH)
             if b > 1e3 * scale:
                 b = math.inf
             continue
-        if covers and math.isfinite(bnd):      # time limit: HiGHS's bound holds over every improving point
-            bound = min(bnd, ub)
+        if math.isfinite(bnd):      # time limit: HiGHS's bound holds over the core
+            bound = max(bound, min(bnd, lb + b))
+            if inc is not None and b >= ub - lb:
+                bound = max(bound, min(bnd, ub))
         break
-    out.update(n=inc, ub=ub, lb=max(lb, bound) if inc is not None else lb)
+    out.update(n=inc, ub=ub, lb=max(lb, min(bound, ub)) if inc is not None else max(lb, bound))
     return out
 
 
