@@ -362,3 +362,17 @@ def test_scip_proves_the_plain_design_through_the_secant_formulation():
     assert s.status == dpopt.Status.OPTIMAL and s.details["formulation"] == "secant"
     assert s.objective == pytest.approx(ref.objective, rel=1e-9)
     assert s.certificate.lower_bound <= ref.objective * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("rtol", [0.5, float("nan"), 0.0, -1.0])
+def test_exact_rtol_cannot_loosen_the_certificate(rtol):
+    """Issue 14 item 8: rtol = 0.5 loosened the exchange certificate and still said optimal."""
+    d = StratifiedDesign([10, 20, 30], [1.0, 2.0, 3.0], 12, 1.0)
+    with pytest.raises(ValueError, match="rtol"):
+        d.solve(rtol=rtol)
+
+
+def test_pyomo_solves_the_delta_constrained_sample_size():
+    """The δ-constrained program n ≥ ⌈Nδ⌉ on the Pyomo route too (exact and scipy already)."""
+    s = dpopt.SampleSizeProgram(10 ** 6, 1, 1, delta=0.9, sensitivity=1e-3).solve(backend="pyomo")
+    assert s.status == dpopt.Status.OPTIMAL and s.n == 900_000

@@ -225,7 +225,6 @@ ALIASES = {"sigma2": ["sigma2", "variance"], "S2": ["S2", "population variance"]
 #: open findings in files other sessions own (named in the hand-over report); a case listed here that passes
 #: fails the test, so the list shrinks as they are fixed
 KNOWN_OPEN = {
-    "hierarchy:tree.parents=*": "hierarchy model-file loader iterates parents before validating them",
     # the stratified model-file loader reports these keys by their Python names (labels, domains, A, b, ...)
     # or leaks numpy/Python messages ('float' object is not iterable, unhashable type, resolved dtypes)
 }

@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 
+from .. import _validate as V
 from ..models.min_cost import MinCostDesign
 from ..models.stratified import StratifiedDesign
 from ..registry import register
@@ -279,6 +280,8 @@ def solve_stratified(model: StratifiedDesign, rtol: float = 1e-10, time_limit: f
     reported as ``details["lower_bound"]``. Anything more (linear constraints, precision targets, several
     variables) goes to the constrained solver (:mod:`.exact_constrained`), certified by a gap ≤ ``rel_gap``.
     """
+    # a looser certificate tolerance would make "optimal" mean less than it says
+    rtol = V.tolerance("rtol", rtol, maximum=1e-6)
     t0 = time.perf_counter()
     if not model.is_plain:
         return solve_constrained(model, rel_gap=rel_gap, time_limit=time_limit, verbose=verbose)

@@ -73,7 +73,7 @@ def solve_pyomo(model: SampleSizeProgram, solver: str = "scip", time_limit: floa
     eps = model.epsilon
     lc = float(log_expm1(eps))
     m = pyo.ConcreteModel("sample_size")
-    m.n = pyo.Var(domain=pyo.Integers, bounds=(1, N), initialize=N)
+    m.n = pyo.Var(domain=pyo.Integers, bounds=(getattr(model, "n_min", 1), N), initialize=N)   # n ≥ ⌈Nδ⌉
     if lc < 0.0:
         eps_n = pyo.log(1.0 + (N * math.exp(lc)) / m.n)
     else:

@@ -751,7 +751,10 @@ def _load_hierarchy(data: dict, base) -> HierarchyBudget:
         if not isinstance(tree, dict):
             raise ModelFileError("[tree] must be a table with counts (and parents, ids)")
         take(tree, {"counts", "parents", "ids"}, {"counts"}, "[tree]")
-        parents = [None] + list(tree.get("parents", []))
+        raw = tree.get("parents", [])
+        if not isinstance(raw, list):
+            raise ModelFileError("tree.parents must be an array with one array of parent indices per level 2..L")
+        parents = [None] + raw
         h = Hierarchy.from_levels(tree["counts"], parents, tree.get("ids"), allow_inconsistent=allow)
     elif "tree_csv" in data:
         path = resolve_path(base, data["tree_csv"], "tree_csv")     # under the model file's folder
