@@ -19,7 +19,7 @@ shown as is. Where a route claims optimal its objective is compared with exact's
 Then, per case, the largest k that exact proves within 10 s (k doubling from 500, η = 50·k, Laplace, ε = 1),
 and a small-k sweep (η = 10·k) where the Pyomo routes can model the instances, with the same checks.
 
-Run: ``python benchmarks/bench_constrained.py [--quick] [--time-limit 60] [--exact-time-limit 60]``
+Run: ``python benchmarks/bench_constrained.py [--quick] [--time-limit 60] [--exact-time-limit 20] [--cases abcd] [--no-pyomo]``
 Targets (issue 11): every instance proven within 2 s; exact ≥ 100× faster than Pyomo-SCIP to the same
 proven answer (or SCIP unproven at 60 s); the largest k within 10 s, per case.
 """
@@ -131,43 +131,47 @@ def header():
           f"{'bind':>6} | {'pyomo-scip':>28} | {'pyomo-highs':>28}")
 
 
-def bench_instance(case, k, mech, eps, eta, tl, tl_exact, routes, stats):
+def bench_instance(case, k, mech, eps, eta, tl, tl_exact, routes, stats, skip=frozenset()):
+    """One instance: exact, then each route (``skip``: routes not run, e.g. after failing a smaller k).
+    Returns {route: True when it proved exact's answer}."""
     model = instance(case, k, mech, eps, eta)
     ref, t_ref = run(model, "exact", tl_exact)
-    ok_feas = ref.n is not None and model.is_feasible(ref.n)
-    lb_ok = ref.n is None or ref.certificate.lower_bound <= ref.objective * (1 + 1e-12)
+    has_point = ref.n is not None
+    sound = not has_point or (model.is_feasible(ref.n) and ref.certificate.lower_bound <= ref.objective * (1 + 1e-12))
     gap = ref.certificate.gap if ref.certificate is not None and ref.certificate.gap is not None else math.inf
-    cells = []
+    cells, proved = [], {}
     for r in routes:
+        if r in skip:
+            cells.append("skipped (failed smaller k)")
+            continue
         s, t = run(model, r, tl)
         cells.append(compare(ref, s, t, t_ref))
-        if cells[-1].startswith("DISAGREE"):
-            stats["disagree"] += 1
-        if "agree" in cells[-1] and not cells[-1].startswith("DISAGREE"):
-            stats["agree"] += 1
-    while len(cells) < 2:
-        cells.append("skipped")
+        proved[r] = cells[-1].endswith("agree") and not cells[-1].startswith("DISAGREE")
+        stats["agree"] += proved[r]
+        stats["disagree"] += cells[-1].startswith("DISAGREE")
+        stats["unsupported"] += cells[-1] == "unsupported"
+    cells += ["not run"] * (2 - len(cells))
     proven = ref.status.value == "optimal"
     stats["n"] += 1
     stats["proven"] += proven
     stats["within2"] += proven and t_ref <= 2.0
     stats["worst"] = max(stats["worst"], t_ref)
-    if not ok_feas or not lb_ok:
-        stats["bad"] += 1
+    stats["bad"] += not sound
     print(f"{case:>4} {k:>5} {mech:>7} {eps:>4g} {eta:>6} | {t_ref:8.2f} {ref.status.value:>10} {gap:8.1e} "
           f"{binding(model, ref):>6} | {cells[0]:>28} | {cells[1]:>28}"
-          + ("" if ok_feas and lb_ok else "  ** infeasible answer or bound above it **"), flush=True)
-    return proven, t_ref
+          + ("" if sound else "  ** answer infeasible or bound above it **"), flush=True)
+    return proved
 
 
 def new_stats():
-    return dict(n=0, proven=0, within2=0, worst=0.0, agree=0, disagree=0, bad=0)
+    return dict(n=0, proven=0, within2=0, worst=0.0, agree=0, disagree=0, bad=0, unsupported=0)
 
 
 def summary(stats, what):
-    print(f"\n{what}: {stats['proven']}/{stats['n']} proven optimal (gap <= 1e-9), {stats['within2']} within 2 s, "
-          f"slowest {stats['worst']:.2f} s; Pyomo answers claiming optimal: {stats['agree']} agree, "
-          f"{stats['disagree']} disagree; answers infeasible or with a bound above them: {stats['bad']}")
+    print(f"\n{what}: exact proved {stats['proven']}/{stats['n']} (gap <= 1e-9), {stats['within2']} within 2 s, "
+          f"slowest {stats['worst']:.2f} s; Pyomo answers claiming optimal: {stats['agree']} agree with exact, "
+          f"{stats['disagree']} disagree; unsupported: {stats['unsupported']}; exact answers infeasible or with a "
+          f"bound above them: {stats['bad']}")
 
 
 def largest_k(case, ks, limit=10.0):
@@ -187,7 +191,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a small subset (k = 500, eps = 1, a few small k)")
     ap.add_argument("--time-limit", type=float, default=60.0, help="Pyomo routes' limit (s)")
-    ap.add_argument("--exact-time-limit", type=float, default=60.0, help="exact's limit (s)")
+    ap.add_argument("--exact-time-limit", type=float, default=20.0, help="exact's limit (s)")
     ap.add_argument("--cases", default="abcd")
     ap.add_argument("--no-pyomo", action="store_true", help="skip the Pyomo routes on the large instances")
     a = ap.parse_args(argv)
@@ -214,14 +218,29 @@ def main(argv=None):
         print(f"  ({c}) {CASE_NAMES[c]:<24}: k = {best[c] if best[c] is not None else '-'}")
 
     small = [10, 20] if a.quick else [10, 20, 50, 100, 200]
-    print(f"\nSmall instances (eta = 10 k, eps = 1) where the Pyomo routes can model them: k in {small}\n")
+    print(f"\nSmall instances (eta = 10 k, eps = 1) where the Pyomo routes can model them: k in {small}; a route "
+          f"that fails (unproven, unsupported or disagreeing) is not run at larger k for that case and mechanism\n")
     header()
     stats = new_stats()
+    pyomo = ["pyomo-scip", "pyomo-highs"]
+    largest = {(c, r): None for c in cases for r in pyomo}
     for case in cases:
-        for k, mech in itertools.product(small, mechs):
-            bench_instance(case, k, mech, 1.0, 10 * k, a.time_limit, a.exact_time_limit,
-                           ["pyomo-scip", "pyomo-highs"], stats)
+        for mech in mechs:
+            failed = set()
+            for k in small:
+                proved = bench_instance(case, k, mech, 1.0, 10 * k, a.time_limit, a.exact_time_limit, pyomo, stats,
+                                        frozenset(failed))
+                for r in pyomo:
+                    if r in failed:
+                        continue
+                    if proved.get(r):
+                        largest[(case, r)] = max(largest[(case, r)] or 0, k)
+                    else:
+                        failed.add(r)
     summary(stats, "Small instances")
+    print(f"\nLargest k each Pyomo route proved (exact's answer, within {a.time_limit:g} s) in the small sweep:")
+    for c in cases:
+        print(f"  ({c}) {CASE_NAMES[c]:<24}: " + ", ".join(f"{r} k = {largest[(c, r)] or '-'}" for r in pyomo))
 
 
 if __name__ == "__main__":

@@ -7,15 +7,20 @@ constraint rows over the unit terms). Three steps:
    one-dimensional convex problems per stratum (bracketed Newton, vectorised); the dual is smooth and
    concave in λ and is maximised by a projected Newton method with line search (its Hessian is
    −Σ_i g_i g_iᵀ / φ_i''). A dual value above the objective's maximum over the box proves infeasibility.
-2. **Integer Lagrangian bound**: with the same λ the integer Lagrangian separates into discretely convex
-   problems per stratum, solved by bisection on increments. Its value is a proven lower bound LB, and
-   every feasible n satisfies f(n) ≥ LB + Σ_i r_i(n_i) with r_i ≥ 0 the reduced costs.
-3. **Integer optimum**: a secant MILP (k integer columns, one epigraph column per stratum and nonlinear
-   row) over a window around the relaxation, solved by HiGHS, gives an incumbent; reduced-cost fixing
-   with the incumbent's value shrinks each stratum to the values that could still improve it. If those
-   lie in the window, the window's proven optimum is global; otherwise the MILP is solved over them.
-   The certificate's lower bound is max(LB, min(MILP bound, incumbent)); ``optimal`` means a relative
-   gap ≤ ``rel_gap``.
+2. **Integer Lagrangian bound**: the secant LP over a window around the relaxation is the convex hull of
+   the integer problem there, so its row duals are the best multipliers λ; the integer Lagrangian then
+   separates into discretely convex problems per stratum, solved by bisection on increments. Its value is a
+   proven lower bound LB, and every feasible n satisfies f(n) = LB + Σ_i r_i(n_i) + Σ_l λ_l s_l(n) with
+   r_i ≥ 0 the reduced costs and s_l ≥ 0 the slacks of the inequality rows.
+3. **Integer optimum on cores**: with a budget b, reduced-cost fixing keeps per stratum the values with
+   r_i ≤ b; this core holds every design within LB + b. A core is solved exactly by enumeration (dynamic
+   programming over its free strata, pruned by the budget, by row reachability and by dominance) or, when
+   too many partial designs survive, as a secant MILP (k integer columns, one epigraph column per stratum
+   and nonlinear row) by HiGHS. Either proves that nothing lies below min(its optimum, LB + b); the budget
+   starts at 1e-9·|LB| and grows until it covers the incumbent's excess ub − LB, when the core's optimum
+   is global. The certificate's lower bound is the best of these; ``optimal`` means a relative gap ≤
+   ``rel_gap``. Rows on disjoint sets of strata (e.g. one target per domain in a min-cost design) form
+   blocks solved one by one, each with a share of the time left.
 
 Secant cuts and the Lagrangian inner solves are exact lower bounds only where every row is discretely
 convex in each n_i: proven for the built-in mechanisms with the whole budget, checked increment by
@@ -648,7 +653,7 @@ def _finish_relaxation(model, prog, res, rel_gap, deadline):
 
 
 _START_BUDGET = 1e-9      # first reduced-cost budget, relative to the Lagrangian bound
-_GROWTH = 8.0             # budget growth between core MILPs
+_GROWTH = 2.0             # budget growth between core MILPs
 
 
 def _window(prog, x, n_lam, width):
@@ -732,7 +737,7 @@ def _solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max
         r_lo, r_hi = _reduced_ranges(prog, Om, ell, n_lam, b * (1 + 1e-12) + 1e-300)
         whole = bool(np.all(r_lo == lo) and np.all(r_hi == hi))
         free = int(np.sum(r_hi > r_lo))
-        if enumerate_ok:
+        if enumerate_ok and max_states > 0:
             t0 = time.perf_counter()
             res = _enumerate_core(prog, Om, ell, lam, n_lam, r_lo, r_hi, b, max_states)
             if res is not None:
@@ -748,7 +753,7 @@ def _solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max
                     return out
                 # the number of partial designs grows steeply with the budget (~b^7 measured): grow gently
                 # once it is a sizeable share of the limit
-                grow = 2.0 if res[2] < max_states / 32 else (1.25 if res[2] < max_states / 4 else 1.1)
+                grow = 8.0 if res[2] <= 1000 else (2.0 if res[2] < max_states / 32 else 1.25)
                 b = b * grow if math.isfinite(b) else b
                 continue
             enumerate_ok = False
@@ -801,11 +806,18 @@ def _solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max
 
 
 def solve_constrained(model, rel_gap: float = DEFAULT_REL_GAP, time_limit: float | None = None,
-                      verbose: bool = False, window: int = 1, max_milp_columns: int = 400_000) -> Solution:
-    """Certified integer optimum of a constrained stratified or min-cost design (see the module docstring)."""
+                      verbose: bool = False, window: int = 1, max_milp_columns: int = 400_000,
+                      max_states: int = 200_000) -> Solution:
+    """Certified integer optimum of a constrained stratified or min-cost design (see the module docstring).
+
+    ``window``: half-width of the secant LP that gives the multipliers; ``max_milp_columns``: largest core
+    (secant segments) handed to HiGHS; ``max_states``: partial designs a core enumeration may keep before
+    the core goes to HiGHS instead (0: never enumerate).
+    """
     rel_gap, time_limit, verbose = _check_options(rel_gap, time_limit, verbose)
     window = V.option(V.integer, "window", window, minimum=0)
     max_milp_columns = V.option(V.integer, "max_milp_columns", max_milp_columns, minimum=1)
+    max_states = V.option(V.integer, "max_states", max_states, minimum=0)
     deadline = _Deadline(time_limit)
     prog = program_of(model)
     unreachable = _unreachable_rows(prog)
@@ -830,7 +842,7 @@ def solve_constrained(model, rel_gap: float = DEFAULT_REL_GAP, time_limit: float
     for b, (pos, rows, sub) in enumerate(parts):
         # each block gets an equal share of the time left, so a hard block cannot starve the later ones
         r = _solve_block(sub, convex, deadline.share(len(parts) - b), rel_gap * (0.5 if len(parts) > 1 else 1.0),
-                         window, max_milp_columns, verbose)
+                         window, max_milp_columns, verbose, max_states)
         if r["infeasible"]:
             return Solution(status=Status.INFEASIBLE, message=f"infeasible: {r['reason']}")
         covered[pos] = True
