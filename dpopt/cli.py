@@ -45,6 +45,20 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import logging
+
+    # the CLI reports every outcome itself (one line on errors); Pyomo's own log would be a second channel,
+    # e.g. a construction traceback when Ctrl-C lands while a Pyomo model is still being built
+    log = logging.getLogger("pyomo")
+    level = log.level
+    log.setLevel(logging.CRITICAL + 1)
+    try:
+        return _main(argv)
+    finally:
+        log.setLevel(level)
+
+
+def _main(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "backends":

@@ -107,7 +107,6 @@ def run_design(args) -> int:
 
 # ---------------------------------------------------------------------------------- release
 def run_release(args) -> int:
-    import tomllib
 
     from . import modelfile
     from .frames import Frame, read_csv
@@ -118,12 +117,7 @@ def run_release(args) -> int:
 
     require_opendp()                     # fail first, with the install hint, when the extra is missing
     path = Path(args.model)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise modelfile.ModelFileError(f"{path}: no such file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise modelfile.ModelFileError(f"{path}: not valid TOML: {exc}") from None
+    data = modelfile.read(path)
     columns = modelfile.release_table(data, str(path))
     model, _ = modelfile.from_dict(data, base=path.parent, source=str(path))
     if not isinstance(model, StratifiedDesign) or type(model) is not StratifiedDesign:

@@ -73,6 +73,12 @@ def load(path, allow_outside: bool = False) -> tuple[Any, dict[str, Any]]:
     ``allow_outside``: let the file name data files outside its own folder (absolute paths, ``..``)."""
     _load_families()
     path = Path(path)
+    return from_dict(read(path), base=path.parent, source=str(path), allow_outside=allow_outside)
+
+
+def read(path) -> dict[str, Any]:
+    """The parsed TOML table of a model file (every read error a one-line :class:`ModelFileError`)."""
+    path = Path(path)
     try:
         with path.open("rb") as fh:
             data = tomllib.load(fh)
@@ -89,7 +95,7 @@ def load(path, allow_outside: bool = False) -> tuple[Any, dict[str, Any]]:
         raise ModelFileError(f"{path}: not a usable TOML model file (arrays or tables nested too deeply)") from None
     except OSError as exc:
         raise ModelFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    return from_dict(data, base=path.parent, source=str(path), allow_outside=allow_outside)
+    return data
 
 
 def from_dict(data: dict[str, Any], base: Path | str = ".", source: str = "<dict>", allow_outside: bool = False):

@@ -955,6 +955,17 @@ _DESIGN_KEYS = {"name", "epsilon", "mechanism", "objective", "sensitivity", "val
                 "constraint", "precision", "min_per_stratum", "variables", "shares", "variable_weights"}
 
 
+def _tables(data: dict, key: str, keys: str) -> list:
+    """The array of tables ``[[key]]`` of a model file (``[key]``, a single table, is the usual slip)."""
+    items = data.get(key, [])
+    if not isinstance(items, list):
+        raise ModelFileError(f"{key} entries are an array of tables: write [[{key}]], not [{key}]")
+    for i, t in enumerate(items):
+        if not isinstance(t, dict):
+            raise ModelFileError(f"[[{key}]] #{i + 1} must be a table with {keys}")
+    return items
+
+
 def design_from_file(data: dict, total, strata_required=("N", "sigma2")) -> StratifiedDesign:
     """The StratifiedDesign part of a model file (shared by the stratified and min-cost families):
     strata table, mechanism, objective, variables, and the [[constraint]] and [[precision]] tables."""
@@ -986,13 +997,8 @@ def design_from_file(data: dict, total, strata_required=("N", "sigma2")) -> Stra
                               value_range=data.get("value_range"), variables=data.get("variables"),
                               shares=data.get("shares"), variable_weights=data.get("variable_weights"),
                               min_per_stratum=data.get("min_per_stratum"))
-    constraints = data.get("constraint", [])
-    if isinstance(constraints, dict):
-        raise ModelFileError("constraints are an array of tables: write [[constraint]], not [constraint]")
-    for i, con in enumerate(constraints):
+    for i, con in enumerate(_tables(data, "constraint", "coefficients, rhs (and sense, strata, name)")):
         where = f"[[constraint]] #{i + 1}"
-        if not isinstance(con, dict):
-            raise ModelFileError(f"{where} must be a table with coefficients, rhs (and sense, strata, name)")
         take(con, {"coefficients", "strata", "sense", "rhs", "name"}, {"coefficients", "rhs"}, where)
         sense = V.choice(f"{where} sense", con.get("sense", "<="), ("<=", ">=", "=="))
         rhs = V.real(f"{where} rhs", con["rhs"])
@@ -1015,13 +1021,8 @@ def design_from_file(data: dict, total, strata_required=("N", "sigma2")) -> Stra
             design.add_constraint(coef, rhs, sense, name)
         except (ValueError, TypeError) as exc:
             raise ModelFileError(f"{where} coefficients: {exc}") from None
-    targets = data.get("precision", [])
-    if isinstance(targets, dict):
-        raise ModelFileError("precision targets are an array of tables: write [[precision]], not [precision]")
-    for i, t in enumerate(targets):
+    for i, t in enumerate(_tables(data, "precision", "target (and strata, variable, kind, mean, name)")):
         where = f"[[precision]] #{i + 1}"
-        if not isinstance(t, dict):
-            raise ModelFileError(f"{where} must be a table with target (and strata, variable, kind, mean, name)")
         take(t, {"target", "strata", "variable", "kind", "mean", "estimate", "name"}, {"target"}, where)
         target = V.positive(f"{where} target", t["target"])
         kind = V.choice(f"{where} kind", t.get("kind", "variance"), TARGET_KINDS)

@@ -8,7 +8,6 @@ as the privacy budget varies, each point solved by the model's default backend).
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -21,12 +20,7 @@ def _load(path):
     from .. import modelfile
 
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise modelfile.ModelFileError(f"{path}: no such file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise modelfile.ModelFileError(f"{path}: not valid TOML: {exc}") from None
+    data = modelfile.read(path)
     model, options = modelfile.from_dict(dict(data), base=path.parent, source=str(path))
     return data, model, options
 
