@@ -41,6 +41,7 @@ from ..result import Certificate, Solution, Status
 DEFAULT_REL_GAP = 1e-9
 DEFAULT_TIME_LIMIT = 300.0        # seconds, when the caller gives none
 _FEAS_TOL = 1e-9
+_CHUNK = 1 << 16                  # partial designs expanded at once by the core enumeration
 
 
 class _Deadline:
@@ -408,6 +409,8 @@ def _enumerate_core(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, max_states):
     new = np.stack([prog.row_terms(r, T, vf, ii) for r in prog.rows], axis=1) if m else np.zeros((v.size, 0))
     d_all = new - per0[ii]
     dabs_all = np.abs(new) - np.abs(per0[ii])      # change of Σ|terms|, the rows' scale in _feasible
+    # Σ|terms| equals the row itself where no term can be negative; only the other rows track it
+    signed = np.flatnonzero((per0 < 0).any(axis=0) | (new < 0).any(axis=0))
     starts = np.concatenate([[0], np.cumsum(sizes)])
     if free.size > 1:
         # strata whose cheapest alternative costs most first: the many cheap moves come last, where the row
@@ -427,41 +430,68 @@ def _enumerate_core(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, max_states):
     suf_max = np.vstack([np.cumsum(dmax[::-1], axis=0)[::-1], np.zeros((1, m))])
     eq_cols = np.flatnonzero(~ineq)
     dominance = int(np.sum(ineq)) <= 1
-    S_r, S_row, S_abs = np.zeros(1), rows0[None, :].copy(), abs0[None, :].copy()
+    S_r, S_row, S_abs = np.zeros(1), rows0[None, :].copy(), abs0[None, signed].copy()
     trail, peak = [], 1
     for t in range(free.size):
         s0, s1 = starts[t], starts[t + 1]
-        R = (S_r[:, None] + r_all[None, s0:s1]).ravel()
-        ROW = (S_row[:, None, :] + d_all[None, s0:s1, :]).reshape(-1, m)
-        lo_end, hi_end = ROW + suf_min[t + 1], ROW + suf_max[t + 1]
-        ok = np.all(np.where(ineq, lo_end <= rhs + tol, (lo_end <= rhs + tol) & (hi_end >= rhs - tol)), axis=1)
-        ok &= R + np.maximum(rhs - hi_end, 0.0) @ lam_in <= budget
-        idx = np.flatnonzero(ok)
-        if dominance and idx.size > 1:
-            F = R[idx] - (ROW[idx] - rows0) @ lam           # objective change so far
+        nv = s1 - s0
+        parts_idx, parts_R, parts_ROW = [], [], []
+        for c0 in range(0, S_r.size, _CHUNK):
+            # row by row on (states × values) arrays, a chunk of states at a time (bounded memory)
+            c1 = min(c0 + _CHUNK, S_r.size)
+            R = S_r[c0:c1, None] + r_all[None, s0:s1]
+            ok = R <= budget
+            pen = np.zeros(R.shape)
+            cols = []
+            for l in range(m):
+                row = S_row[c0:c1, l, None] + d_all[None, s0:s1, l]
+                ok &= row <= rhs[l] + tol[l] - suf_min[t + 1, l]
+                if not ineq[l]:
+                    ok &= row >= rhs[l] - tol[l] - suf_max[t + 1, l]
+                elif lam_in[l] > 0:       # slack the remaining strata cannot use is paid at λ_l
+                    pen += lam_in[l] * np.maximum(rhs[l] - suf_max[t + 1, l] - row, 0.0)
+                cols.append(row)
+            ok &= R + pen <= budget
+            idx = np.flatnonzero(ok)
+            parts_idx.append(idx + c0 * nv)
+            parts_R.append(R.ravel()[idx])
+            parts_ROW.append(np.stack([c.ravel()[idx] for c in cols], axis=1) if m else np.zeros((idx.size, 0)))
+            if sum(p.size for p in parts_idx) > max_states * (4 if dominance else 1):
+                return None
+        idx_all = np.concatenate(parts_idx) if parts_idx else np.zeros(0, dtype=np.int64)
+        R = np.concatenate(parts_R) if parts_R else np.zeros(0)
+        ROW = np.concatenate(parts_ROW) if parts_ROW else np.zeros((0, m))
+        sel = np.arange(idx_all.size)
+        if dominance and idx_all.size > 1:
+            F = R - (ROW - rows0) @ lam           # objective change so far
             if eq_cols.size:
-                keys = ROW[idx][:, eq_cols]
+                keys = ROW[:, eq_cols]
                 order = np.lexsort((F, *keys.T[::-1]))
                 ks = keys[order]
                 group = np.concatenate([[0], np.cumsum(np.any(ks[1:] != ks[:-1], axis=1))])
             else:
                 order = np.argsort(F, kind="stable")
-                group = np.zeros(idx.size, dtype=np.int64)
+                group = np.zeros(idx_all.size, dtype=np.int64)
             if np.any(ineq):
-                keep = _segmented_first_min(group, ROW[idx[order], int(np.flatnonzero(ineq)[0])])
+                keep = _segmented_first_min(group, ROW[order, int(np.flatnonzero(ineq)[0])])
             else:
                 keep = np.concatenate([[True], group[1:] != group[:-1]])
-            idx = np.sort(idx[order[keep]])
+            sel = np.sort(order[keep])
+        idx = idx_all[sel]
         if idx.size > max_states:
             return None
         peak = max(peak, idx.size)
-        trail.append(idx)
-        p_, c_ = idx // (s1 - s0), idx % (s1 - s0)
-        S_r, S_row, S_abs = R[idx], ROW[idx], S_abs[p_] + dabs_all[s0 + c_]
+        trail.append(idx.astype(np.int32) if idx.size and idx[-1] < 2 ** 31 else idx)
+        p_, c_ = idx // nv, idx % nv
+        S_r, S_row = R[sel], ROW[sel]
+        if signed.size:
+            S_abs = S_abs[p_] + dabs_all[s0 + c_][:, signed]
         if idx.size == 0:
             return None, math.inf, peak
     # the final test is _feasible's: relative violation ≤ _FEAS_TOL of max(|rhs|, Σ|terms|)
-    lim = _FEAS_TOL * np.maximum(np.abs(rhs), np.maximum(S_abs, 1e-300))
+    scale_rows = S_row.copy()
+    scale_rows[:, signed] = S_abs
+    lim = _FEAS_TOL * np.maximum(np.abs(rhs), np.maximum(scale_rows, 1e-300))
     feas = np.all(np.where(ineq, S_row - rhs <= lim, np.abs(S_row - rhs) <= lim), axis=1)
     excess = np.where(feas, S_r + (rhs - S_row) @ lam_in, math.inf)     # f − LB of each final design
     best_excess = float(np.min(excess)) if excess.size else math.inf
@@ -664,11 +694,14 @@ def _window(prog, x, n_lam, width):
     return w_lo, w_hi
 
 
-def _solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max_states=200_000) -> dict:
+def _solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max_states=500_000,
+                 resume: dict | None = None) -> dict:
     """Certified integer optimum of one block of the program (see the module docstring).
 
-    Returns dict(n, ub, lb, lagrangian, x, q, lam, infeasible, reason, steps); ``lb`` is a proven lower
-    bound (−inf without convexity), ``n`` None when no feasible point was found.
+    Returns dict(n, ub, lb, lagrangian, x, q, lam, infeasible, reason, steps, timed_out, budget,
+    core_bound); ``lb`` is a proven lower bound (−inf without convexity), ``n`` None when no feasible point
+    was found. ``resume``: an earlier result for this block that ran out of time (its incumbent, bound and
+    last budget are taken up).
     """
     steps: list[str] = []
     res = _solve_dual(prog, deadline)
@@ -726,6 +759,10 @@ def _solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max
     # b ≥ ub − lb. Budgets start small (fast, tight cores) and grow.
     b = _START_BUDGET * scale
     bound = -math.inf        # proven lower bound from the cores
+    done = 0.0               # largest budget whose core was enumerated completely
+    if resume is not None:
+        offer(resume["n"])
+        b, bound = max(b, resume["budget"]), resume["core_bound"]
     enumerate_ok = True
     for _ in range(200):
         if inc is not None and ub - max(lb, bound) <= rel_gap * abs(ub):
@@ -753,11 +790,15 @@ def _solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max
                     return out
                 # the number of partial designs grows steeply with the budget (~b^7 measured): grow gently
                 # once it is a sizeable share of the limit
-                grow = 8.0 if res[2] <= 1000 else (2.0 if res[2] < max_states / 32 else 1.25)
+                done = b
+                grow = 4.0 if res[2] <= 100 else (2.0 if res[2] < max_states / 32 else 1.25)
                 b = b * grow if math.isfinite(b) else b
                 continue
-            enumerate_ok = False
             steps.append(f"enumeration of {free} strata (budget {b / scale:.1e}) exceeded {max_states} states")
+            if done > 0 and b > 1.3 * done:
+                b = 1.25 * done         # overshot: a smaller step may still enumerate
+                continue
+            enumerate_ok = False
         size = int(np.sum(r_hi - r_lo))
         if size > max_cols:
             steps.append(f"core of {size} secant segments exceeds max_milp_columns={max_cols}")
@@ -801,13 +842,13 @@ def _solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max
                 bound = max(bound, min(bnd, ub))
         break
     out.update(n=inc, ub=ub, lb=max(lb, min(bound, ub)) if inc is not None else max(lb, bound),
-               timed_out=deadline.passed())
+               timed_out=deadline.passed(), budget=b, core_bound=bound)
     return out
 
 
 def solve_constrained(model, rel_gap: float = DEFAULT_REL_GAP, time_limit: float | None = None,
                       verbose: bool = False, window: int = 1, max_milp_columns: int = 400_000,
-                      max_states: int = 200_000) -> Solution:
+                      max_states: int = 500_000) -> Solution:
     """Certified integer optimum of a constrained stratified or min-cost design (see the module docstring).
 
     ``window``: half-width of the secant LP that gives the multipliers; ``max_milp_columns``: largest core
@@ -839,12 +880,28 @@ def solve_constrained(model, rel_gap: float = DEFAULT_REL_GAP, time_limit: float
     steps: list[str] = []
     found, timed_out = True, False
     covered = np.zeros(k, dtype=bool)
+    gap_b = rel_gap * (0.5 if len(parts) > 1 else 1.0)
+    results = []
     for b, (pos, rows, sub) in enumerate(parts):
         # each block gets an equal share of the time left, so a hard block cannot starve the later ones
-        r = _solve_block(sub, convex, deadline.share(len(parts) - b), rel_gap * (0.5 if len(parts) > 1 else 1.0),
-                         window, max_milp_columns, verbose, max_states)
+        r = _solve_block(sub, convex, deadline.share(len(parts) - b), gap_b, window, max_milp_columns, verbose,
+                         max_states)
         if r["infeasible"]:
             return Solution(status=Status.INFEASIBLE, message=f"infeasible: {r['reason']}")
+        results.append(r)
+    # blocks stopped by their share resume with the time the others left
+    again = [b for b, r in enumerate(results) if r["timed_out"] and r["lb"] > -math.inf
+             and not (r["n"] is not None and r["ub"] - r["lb"] <= gap_b * abs(r["ub"]))]
+    for c, b in enumerate(again):
+        if deadline.passed():
+            break
+        r = _solve_block(parts[b][2], convex, deadline.share(len(again) - c), gap_b, window, max_milp_columns,
+                         verbose, max_states, resume=results[b])
+        if r["infeasible"]:
+            return Solution(status=Status.INFEASIBLE, message=f"infeasible: {r['reason']}")
+        r["steps"] = results[b]["steps"] + ["resumed"] + r["steps"]
+        results[b] = r
+    for (pos, rows, sub), r in zip(parts, results):
         covered[pos] = True
         x[pos] = r["x"]
         lam[rows] = r["lam"]
