@@ -42,6 +42,7 @@ DEFAULT_REL_GAP = 1e-9
 DEFAULT_TIME_LIMIT = 300.0        # seconds, when the caller gives none
 _FEAS_TOL = 1e-9
 _CHUNK = 1 << 16                  # partial designs expanded at once by the core enumeration
+DEFAULT_MAX_STATES = 2_000_000    # partial designs a core enumeration keeps (~350 MB at the limit, measured)
 
 
 class _Deadline:
@@ -694,7 +695,7 @@ def _window(prog, x, n_lam, width):
     return w_lo, w_hi
 
 
-def _solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max_states=500_000,
+def _solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max_states=DEFAULT_MAX_STATES,
                  resume: dict | None = None) -> dict:
     """Certified integer optimum of one block of the program (see the module docstring).
 
@@ -791,12 +792,12 @@ def _solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max
                 # the number of partial designs grows steeply with the budget (~b^7 measured): grow gently
                 # once it is a sizeable share of the limit
                 done = b
-                grow = 4.0 if res[2] <= 100 else (2.0 if res[2] < max_states / 32 else 1.25)
+                grow = 4.0 if res[2] <= 100 else min(max((max_states / (2.0 * res[2])) ** (1 / 7), 1.05), 4.0)
                 b = b * grow if math.isfinite(b) else b
                 continue
             steps.append(f"enumeration of {free} strata (budget {b / scale:.1e}) exceeded {max_states} states")
-            if done > 0 and b > 1.3 * done:
-                b = 1.25 * done         # overshot: a smaller step may still enumerate
+            if done > 0 and b > 1.05 * done:
+                b = math.sqrt(b * done)         # overshot: a smaller step may still enumerate
                 continue
             enumerate_ok = False
         size = int(np.sum(r_hi - r_lo))
@@ -848,7 +849,7 @@ def _solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max
 
 def solve_constrained(model, rel_gap: float = DEFAULT_REL_GAP, time_limit: float | None = None,
                       verbose: bool = False, window: int = 1, max_milp_columns: int = 400_000,
-                      max_states: int = 500_000) -> Solution:
+                      max_states: int = DEFAULT_MAX_STATES) -> Solution:
     """Certified integer optimum of a constrained stratified or min-cost design (see the module docstring).
 
     ``window``: half-width of the secant LP that gives the multipliers; ``max_milp_columns``: largest core
