@@ -377,10 +377,10 @@ def _segmented_first_min(group: np.ndarray, y: np.ndarray) -> np.ndarray:
     return w < prev
 
 
-def _enumerate_core(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, max_states):
+def _enumerate_core(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, max_states, deadline=None):
     """Every design of the core whose objective is within ``budget`` of the Lagrangian bound, by dynamic
-    programming over its free strata. Returns None when more than ``max_states`` partial designs survive,
-    else (best verified design or None, smallest objective − bound among the surviving designs or inf,
+    programming over its free strata. Returns None when more than ``max_states`` partial designs survive
+    (or 4·max_states have been kept over all strata, or the deadline passes), else (best verified design or None, smallest objective − bound among the surviving designs or inf,
     largest number of partial designs kept).
 
     f(n) = LB + Σ_i r_i(n_i) + Σ_l λ_l s_l(n) with r_i ≥ 0 the reduced costs and s_l ≥ 0 the slacks of the
@@ -432,7 +432,7 @@ def _enumerate_core(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, max_states):
     eq_cols = np.flatnonzero(~ineq)
     dominance = int(np.sum(ineq)) <= 1
     S_r, S_row, S_abs = np.zeros(1), rows0[None, :].copy(), abs0[None, signed].copy()
-    trail, peak = [], 1
+    trail, peak, work = [], 1, 0
     for t in range(free.size):
         s0, s1 = starts[t], starts[t + 1]
         nv = s1 - s0
@@ -479,7 +479,8 @@ def _enumerate_core(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, max_states):
                 keep = np.concatenate([[True], group[1:] != group[:-1]])
             sel = np.sort(order[keep])
         idx = idx_all[sel]
-        if idx.size > max_states:
+        work += idx.size
+        if idx.size > max_states or work > 4 * max_states or (deadline is not None and deadline.passed()):
             return None
         peak = max(peak, idx.size)
         trail.append(idx.astype(np.int32) if idx.size and idx[-1] < 2 ** 31 else idx)
@@ -761,6 +762,7 @@ def _solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max
     b = _START_BUDGET * scale
     bound = -math.inf        # proven lower bound from the cores
     done = 0.0               # largest budget whose core was enumerated completely
+    retries = 0
     if resume is not None:
         offer(resume["n"])
         b, bound = max(b, resume["budget"]), resume["core_bound"]
@@ -777,7 +779,7 @@ def _solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max
         free = int(np.sum(r_hi > r_lo))
         if enumerate_ok and max_states > 0:
             t0 = time.perf_counter()
-            res = _enumerate_core(prog, Om, ell, lam, n_lam, r_lo, r_hi, b, max_states)
+            res = _enumerate_core(prog, Om, ell, lam, n_lam, r_lo, r_hi, b, max_states, deadline)
             if res is not None:
                 offer(res[0])
                 bound = max(bound, lb + min(b, res[1]))
@@ -795,8 +797,10 @@ def _solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max
                 grow = 4.0 if res[2] <= 100 else min(max((max_states / (2.0 * res[2])) ** (1 / 7), 1.05), 4.0)
                 b = b * grow if math.isfinite(b) else b
                 continue
-            steps.append(f"enumeration of {free} strata (budget {b / scale:.1e}) exceeded {max_states} states")
-            if done > 0 and b > 1.05 * done:
+            steps.append(f"enumeration of {free} strata (budget {b / scale:.1e}) stopped at its limit "
+                         f"({max_states} partial designs)")
+            retries += 1
+            if done > 0 and b > 1.05 * done and retries <= 3:
                 b = math.sqrt(b * done)         # overshot: a smaller step may still enumerate
                 continue
             enumerate_ok = False
