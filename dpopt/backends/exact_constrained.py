@@ -380,8 +380,9 @@ def _segmented_first_min(group: np.ndarray, y: np.ndarray) -> np.ndarray:
 def _enumerate_core(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, max_states, deadline=None):
     """Every design of the core whose objective is within ``budget`` of the Lagrangian bound, by dynamic
     programming over its free strata. Returns None when more than ``max_states`` partial designs survive
-    (or 4·max_states have been kept over all strata, or the deadline passes), else (best verified design or None, smallest objective − bound among the surviving designs or inf,
-    largest number of partial designs kept).
+    (or 4·max_states have been kept over all strata, or the deadline passes), else (best verified design or
+    None, smallest objective − bound among the surviving feasible designs or inf, largest number of partial
+    designs kept).
 
     f(n) = LB + Σ_i r_i(n_i) + Σ_l λ_l s_l(n) with r_i ≥ 0 the reduced costs and s_l ≥ 0 the slacks of the
     inequality rows, so a partial design is dropped once its reduced costs plus the slack its remaining strata
@@ -431,6 +432,9 @@ def _enumerate_core(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, max_states, d
     suf_max = np.vstack([np.cumsum(dmax[::-1], axis=0)[::-1], np.zeros((1, m))])
     eq_cols = np.flatnonzero(~ineq)
     dominance = int(np.sum(ineq)) <= 1
+    # a design feasible within the tolerance may have slacks down to −tol: its f − LB can fall below
+    # Σ r + λ·slack by λ·tol, so the budget test allows that much more
+    cut = budget + float(lam_in @ tol)
     S_r, S_row, S_abs = np.zeros(1), rows0[None, :].copy(), abs0[None, signed].copy()
     trail, peak, work = [], 1, 0
     for t in range(free.size):
@@ -441,7 +445,7 @@ def _enumerate_core(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, max_states, d
             # row by row on (states × values) arrays, a chunk of states at a time (bounded memory)
             c1 = min(c0 + _CHUNK, S_r.size)
             R = S_r[c0:c1, None] + r_all[None, s0:s1]
-            ok = R <= budget
+            ok = R <= cut
             pen = np.zeros(R.shape)
             cols = []
             for l in range(m):
@@ -452,7 +456,7 @@ def _enumerate_core(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, max_states, d
                 elif lam_in[l] > 0:       # slack the remaining strata cannot use is paid at λ_l
                     pen += lam_in[l] * np.maximum(rhs[l] - suf_max[t + 1, l] - row, 0.0)
                 cols.append(row)
-            ok &= R + pen <= budget
+            ok &= R + pen <= cut
             idx = np.flatnonzero(ok)
             parts_idx.append(idx + c0 * nv)
             parts_R.append(R.ravel()[idx])
@@ -762,6 +766,9 @@ def _solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max
     b = _START_BUDGET * scale
     bound = -math.inf        # proven lower bound from the cores
     done = 0.0               # largest budget whose core was enumerated completely
+    # designs feasible within the rows' tolerance have slacks down to −tol: r_i may exceed f − lb by λ·tol
+    allow = 2 * _FEAS_TOL * float(np.where(prog.inequality(), lam, 0.0) @ prog.row_scale(n_lam.astype(float))) \
+        if prog.m else 0.0
     retries = 0
     if resume is not None:
         offer(resume["n"])
@@ -774,7 +781,7 @@ def _solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max
             break
         if inc is not None:
             b = min(b, ub - lb)
-        r_lo, r_hi = _reduced_ranges(prog, Om, ell, n_lam, b * (1 + 1e-12) + 1e-300)
+        r_lo, r_hi = _reduced_ranges(prog, Om, ell, n_lam, b * (1 + 1e-12) + allow + 1e-300)
         whole = bool(np.all(r_lo == lo) and np.all(r_hi == hi))
         free = int(np.sum(r_hi > r_lo))
         if enumerate_ok and max_states > 0:
