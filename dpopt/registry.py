@@ -126,7 +126,7 @@ def dispatch(model, backend: str, task: str, options: dict[str, Any]) -> Solutio
     try:
         inspect.signature(fn).bind(model, **options)
     except TypeError as exc:
-        from .backends._pyomo import RENAMED_OPTIONS    # the one list of option names that changed
+        from .backends.pyomo._solver import RENAMED_OPTIONS    # the one list of option names that changed
         params = inspect.signature(fn).parameters
         for key in options:
             if key not in params and key in RENAMED_OPTIONS:

@@ -23,7 +23,7 @@ import numpy as np
 
 import dpopt
 from dpopt.plots import example_args, report_written, save, pyplot
-from dpopt.backends.pyomo_stratified import solve_pyomo_model
+from dpopt.backends.pyomo.stratified import solve_pyomo_model
 
 TOTAL = dpopt.datasets.CHEN_TABLE1["total"]
 EPSILON = 1.0

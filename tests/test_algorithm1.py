@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import dpopt
-from dpopt.backends.algorithm1 import _hess_min
+from dpopt.backends.exact.algorithm1 import _hess_min
 from dpopt.models.stratified import StratifiedDesign
 
 

@@ -227,7 +227,7 @@ def test_dnlp_constrained_and_min_cost_relaxations():
 
 def test_linearisation_bound_is_valid_and_tight():
     """The certificate's bound lies below the true optimum at any point, and meets it at the optimum."""
-    from dpopt.backends.cvxpy_stratified import linearisation_bound
+    from dpopt.backends.cvxpy.stratified import linearisation_bound
     m = StratifiedDesign(N=[60, 50, 40, 30], sigma2=[5.0, 1.0, 0.2, 0.05], total=70, epsilon=0.5,
                          mechanism="laplace", lower=[1, 1, 12, 1], upper=[20, 50, 40, 30])
     ref = m.relax(backend="exact")

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from dpopt import StratifiedDesign, Status
-from dpopt.backends.exact_constrained import solve_constrained
+from dpopt.backends.exact.constrained import solve_constrained
 
 
 def _noise(mech, eps):

@@ -18,7 +18,7 @@ import dpopt
 pe = pytest.importorskip("pyomo.environ")
 
 from dpopt import Status
-from dpopt.backends import pyomo_stratified as P
+from dpopt.backends.pyomo import stratified as P
 from dpopt.models.stratified import StratifiedDesign
 
 TL = 10.0
@@ -265,7 +265,7 @@ def test_highs_refuses_a_milp_it_cannot_load_within_the_time_limit():
     """Pyomo's hand-over of a 1.5e5-column MILP to HiGHS took ~45 s against a 5 s limit; now refused up front."""
     import time
 
-    from dpopt.backends.pyomo_stratified import MILP_COLUMNS_PER_SECOND
+    from dpopt.backends.pyomo.stratified import MILP_COLUMNS_PER_SECOND
     m = dpopt.datasets.chen_section54(10, 10 ** 5)
     t0 = time.perf_counter()
     sol = m.solve(backend="pyomo", solver="highs", time_limit=5)

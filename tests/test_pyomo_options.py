@@ -15,7 +15,7 @@ from dpopt.models.hierarchy import Hierarchy
 pe = pytest.importorskip("pyomo.environ")
 
 from bounded import run_bounded  # noqa: E402
-from dpopt.backends import _pyomo as PY  # noqa: E402
+from dpopt.backends.pyomo import _solver as PY  # noqa: E402
 
 HAS_SCIP = pe.SolverFactory("scip_direct").available(exception_flag=False)
 HAS_HIGHS = pe.SolverFactory("appsi_highs").available(exception_flag=False)
@@ -234,7 +234,7 @@ def _tight_cost_budget(seed):
 def test_rounded_point_within_solver_tolerance_is_repaired(seed):
     """The rounded MINLP point broke the cost budget by ~1e-6 (relative) and came back 'error' with no design.
     It is now repaired by unit moves; the repaired design equals exact's optimum here."""
-    from dpopt.backends.pyomo_stratified import max_violation
+    from dpopt.backends.pyomo.stratified import max_violation
     m = _tight_cost_budget(seed)
     ref = m.solve(backend="exact")
     sol = m.solve(backend="pyomo", solver="scip", formulation="minlp", time_limit=60)
@@ -249,7 +249,7 @@ def test_repair_finds_the_best_single_exchange_by_brute_force():
     """Oracle: every single exchange of one unit between two strata, enumerated."""
     from itertools import permutations
 
-    from dpopt.backends.pyomo_stratified import max_violation, repair_integer_point
+    from dpopt.backends.pyomo.stratified import max_violation, repair_integer_point
     m = _tight_cost_budget(1)
     ref = m.solve(backend="exact").n
     for start in (ref + np.array([0, 1, -1, 0, 0]), ref + np.array([1, 0, 0, 0, -1])):

@@ -15,7 +15,7 @@ from dpopt.cli import main
 
 pe = pytest.importorskip("pyomo.environ")
 
-from dpopt.backends import _pyomo as PY  # noqa: E402
+from dpopt.backends.pyomo import _solver as PY  # noqa: E402
 
 HAS_SCIP = pe.SolverFactory("scip_direct").available(exception_flag=False)
 

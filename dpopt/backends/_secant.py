@@ -77,7 +77,7 @@ def _finish(model, prep, status_word, n, bound, solver_name, t0, message):
     repaired = False
     if n is not None and not (np.all(n >= prog.lower) and np.all(n <= prog.upper)
                               and np.all(prog.violation(n.astype(float)) <= 1e-9)):
-        from .pyomo_stratified import repair_integer_point
+        from .pyomo.stratified import repair_integer_point
         worst = float(np.max(prog.violation(np.clip(n, prog.lower, prog.upper).astype(float))))
         n = repair_integer_point(model, np.clip(n, prog.lower, prog.upper))
         repaired = n is not None
@@ -138,7 +138,7 @@ def solve_pyomo(model, **options) -> Solution:
                    else (expr == lo_r if lo_r is not None and lo_r == hi_r else
                          (expr >= lo_r if lo_r is not None else expr <= hi_r)))
     key = prep["solver"]
-    from . import _pyomo
+    from .pyomo import _solver as _pyomo
     opt, why = _pyomo.open_solver(key)          # the one allow-list: never a caller's string
     if opt is None:
         return Solution(status=Status.UNSUPPORTED, solver=key, message=why)

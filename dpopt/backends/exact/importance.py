@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _validate as V
-from ..models.importance import DEFAULT_REL_GAP, ImportanceSampling
-from ..registry import register
-from ..result import Status
+from ... import _validate as V
+from ...models.importance import DEFAULT_REL_GAP, ImportanceSampling
+from ...registry import register
+from ...result import Status
 
 _DESCRIPTION = "dpopt's own exact solvers (no external solver needed)"
 

@@ -34,9 +34,9 @@ import time
 
 import numpy as np
 
-from .. import _validate as V
-from ..formulations.separable import SeparableProgram, program_of, secant_milp
-from ..result import Certificate, Solution, Status
+from ... import _validate as V
+from ...formulations.separable import SeparableProgram, program_of, secant_milp
+from ...result import Certificate, Solution, Status
 
 DEFAULT_REL_GAP = 1e-9
 DEFAULT_TIME_LIMIT = 300.0        # seconds, when the caller gives none

@@ -17,7 +17,7 @@ accepts without GMP and without printing warnings; override with ``solver_option
 optimum. ``optimal`` is SCIP's proof within those tolerances: neighbouring sizes whose V differ by
 less than ~1e-10 relative may be confused (the exact backend has no such limit).
 
-Options: the common ones of :mod:`dpopt.backends._pyomo`: ``solver`` ("scip"), ``time_limit`` (None: the
+Options: the common ones of :mod:`dpopt.backends.pyomo._solver`: ``solver`` ("scip"), ``time_limit`` (None: the
 300 s default), ``rel_gap`` (SCIP's limits/gap; default 0; a positive gap gives ``feasible``), ``verbose``,
 ``solver_options`` (SCIP parameters, applied last).
 """
@@ -29,12 +29,12 @@ import time
 
 import numpy as np
 
-from ..models.sample_size import SampleSizeProgram
-from ..privacy.amplification import log_expm1
-from ..registry import register
-from ..result import Certificate, Solution, Status
-from .. import _validate as V
-from . import _pyomo as PY
+from ...models.sample_size import SampleSizeProgram
+from ...privacy.amplification import log_expm1
+from ...registry import register
+from ...result import Certificate, Solution, Status
+from ... import _validate as V
+from . import _solver as PY
 
 _DESCRIPTION = "Pyomo modelling layer; SCIP through scip_direct (global MINLP)"
 #: solvers of this route (one integer variable in a nonlinear objective)

@@ -25,7 +25,7 @@ monotone, e.g. a user mechanism), so the MILP optimum is the integer optimum. So
 continuous relaxation of the model. For the sum problem the ranges are first tightened with the sum
 (``n_i ≤ η − Σ_{j≠i} lo_j``); the number of δ variables is limited by ``max_milp_vars``.
 
-Solve options: the common ones of :mod:`dpopt.backends._pyomo` (``solver`` "scip" | "highs" | "ipopt",
+Solve options: the common ones of :mod:`dpopt.backends.pyomo._solver` (``solver`` "scip" | "highs" | "ipopt",
 ``time_limit`` (None: 300 s), ``rel_gap`` (default 0 = proven optimum), ``verbose``, ``solver_options``), plus
 ``formulation`` (default: "minlp" for SCIP/IPOPT, "milp" for HiGHS) and ``max_milp_vars``. Solver statuses
 map onto ``Solution.status`` through the shared map; an unknown or missing solver gives ``unsupported``.
@@ -43,14 +43,14 @@ import time
 
 import numpy as np
 
-from .. import _validate as V
-from ..models.min_cost import MinCostDesign
-from ..models.stratified import StratifiedDesign
-from ..registry import register
-from ..result import Certificate, Solution, Status
-from . import _pyomo as PY
-from ._classical import secant_for_extended
-from ._secant import solve_pyomo
+from ... import _validate as V
+from ...models.min_cost import MinCostDesign
+from ...models.stratified import StratifiedDesign
+from ...registry import register
+from ...result import Certificate, Solution, Status
+from . import _solver as PY
+from .._routes import secant_for_extended
+from .._secant import solve_pyomo
 
 _DESCRIPTION = "Pyomo models: SCIP MINLP/NLP (scip_direct), HiGHS incremental MILP (appsi_highs), IPOPT if installed"
 SOLVERS = ("scip", "highs", "ipopt")
@@ -407,7 +407,7 @@ def solve_pyomo_model(m, solver: str = "scip", time_limit: float | None = None, 
     """Solve a model built by :func:`build_pyomo_model` (or extended from it).
 
     ``solver`` is one of dpopt's names ("scip", "highs", "ipopt"); ``time_limit`` None means the default of
-    :data:`dpopt.backends._pyomo.DEFAULT_TIME_LIMIT` seconds. Returns ``(status, message, lower_bound)`` with
+    :data:`dpopt.backends.pyomo._solver.DEFAULT_TIME_LIMIT` seconds. Returns ``(status, message, lower_bound)`` with
     the variables loaded when a point exists. A KeyboardInterrupt (also one the solver caught) propagates.
     """
     key = PY.solver_key(solver, SOLVERS)
@@ -430,7 +430,7 @@ def known_feasible_point(model):
     largest-remainder proportional design. With linear constraints or a variance bound, a few simple
     candidates are tried and only a point that passes ``is_feasible`` is returned.
     """
-    from ..models.stratified import largest_remainder
+    from ...models.stratified import largest_remainder
 
     lo, hi = np.asarray(model.lower, dtype=np.int64), np.asarray(model.upper, dtype=np.int64)
     cands = []

@@ -27,14 +27,14 @@ import warnings
 
 import numpy as np
 
-from ..models.min_cost import MinCostDesign
-from ..models.stratified import StratifiedDesign
-from .. import _validate as V
-from ..registry import register
-from ..result import Certificate, Solution, Status
-from .enumerate import _term
-from ._classical import secant_for_extended
-from ._secant import solve_cvxpy
+from ...models.min_cost import MinCostDesign
+from ...models.stratified import StratifiedDesign
+from ... import _validate as V
+from ...registry import register
+from ...result import Certificate, Solution, Status
+from ..exact.enumerate import _term
+from .._routes import secant_for_extended
+from .._secant import solve_cvxpy
 
 _DESCRIPTION = ("cvxpy: DCP (DLap/TuLap) with Clarabel / SCIP; DNLP with IPOPT (extra) or tangent cuts with a "
                 "certified gap otherwise")

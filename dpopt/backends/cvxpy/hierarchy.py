@@ -30,10 +30,10 @@ import time
 
 import numpy as np
 
-from ..models.hierarchy import HierarchyBudget
-from .. import _validate as V
-from ..registry import register
-from ..result import Certificate, Solution, Status
+from ...models.hierarchy import HierarchyBudget
+from ... import _validate as V
+from ...registry import register
+from ...result import Certificate, Solution, Status
 
 _DESC = "cvxpy models (HiGHS / Clarabel / SCIP through cvxpy)"
 

@@ -19,12 +19,12 @@ import time
 
 import numpy as np
 
-from .. import _validate as V
-from ..models.min_cost import MinCostDesign
-from ..models.stratified import StratifiedDesign
-from ..registry import register
-from ..result import Certificate, Solution, Status
-from .exact_constrained import relax_constrained, solve_constrained
+from ... import _validate as V
+from ...models.min_cost import MinCostDesign
+from ...models.stratified import StratifiedDesign
+from ...registry import register
+from ...result import Certificate, Solution, Status
+from .constrained import relax_constrained, solve_constrained
 
 _DESCRIPTION = "dpopt's own exact solvers (no external solver needed)"
 
@@ -173,7 +173,7 @@ def relax_stratified(model: StratifiedDesign, tol: float = 1e-12, max_iter: int 
     """Continuous optimum x* of the relaxation by KKT bisection/Newton on the multiplier.
 
     A design with constraints, precision targets or several variables goes to the constrained solver
-    (dual Newton over all rows, :mod:`.exact_constrained`), which honours ``time_limit``; the plain
+    (dual Newton over all rows, :mod:`.constrained`), which honours ``time_limit``; the plain
     problem's method is polynomial and fast.
     """
     t0 = time.perf_counter()
@@ -278,7 +278,7 @@ def solve_stratified(model: StratifiedDesign, rtol: float = 1e-10, time_limit: f
     Sum-and-bounds problem: the continuous multiplier is only a start (a loose solve suffices: the
     exchange phase and the certificate make the answer exact), and it yields the Lagrangian lower bound
     reported as ``details["lower_bound"]``. Anything more (linear constraints, precision targets, several
-    variables) goes to the constrained solver (:mod:`.exact_constrained`), certified by a gap ≤ ``rel_gap``.
+    variables) goes to the constrained solver (:mod:`.constrained`), certified by a gap ≤ ``rel_gap``.
     """
     # a looser certificate tolerance would make "optimal" mean less than it says
     rtol = V.tolerance("rtol", rtol, maximum=1e-6)

@@ -12,11 +12,11 @@ import math
 
 import numpy as np
 
-from .. import _validate as V
-from ..models.sample_size_study import SampleSizeStudy
-from ..registry import register
-from ..result import Solution, Status
-from ..simulate.sample_size import simulate_sample_size
+from ... import _validate as V
+from ...models.sample_size_study import SampleSizeStudy
+from ...registry import register
+from ...result import Solution, Status
+from ...simulate.sample_size import simulate_sample_size
 
 
 @register("monte-carlo", SampleSizeStudy, "solve",
@@ -43,7 +43,7 @@ def solve_study(model: SampleSizeStudy, draws: int | None = None, seed: int | No
                "mse_population": pop, "gain": pop / mse, "best_gain": pop / best, "helps": helps,
                "z_score": z, "draws": res.draws, "epsilon_n": None, "delta": res.delta}
     if helps:
-        from ..privacy.amplification import nominal_epsilon
+        from ...privacy.amplification import nominal_epsilon
         details["epsilon_n"] = float(nominal_epsilon(model.epsilon, n_best / model.N))
     msg = (f"Monte Carlo estimate ({res.draws} draws per rate): least estimated MSE on a grid of "
            f"{len(res.rates)} rates and the population release; not a proven optimum")

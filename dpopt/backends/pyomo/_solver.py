@@ -37,9 +37,9 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from .._validate import InvalidOption
-from .._validate import time_limit as _check_time_limit
-from ..result import Status
+from ..._validate import InvalidOption
+from ..._validate import time_limit as _check_time_limit
+from ...result import Status
 
 #: dpopt's solver names → Pyomo factory names. The only solver names the pyomo backends accept.
 SOLVERS: dict[str, str] = {"scip": "scip_direct", "highs": "appsi_highs", "ipopt": "ipopt"}

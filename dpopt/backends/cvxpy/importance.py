@@ -25,10 +25,10 @@ import time
 
 import numpy as np
 
-from .. import _validate as V
-from ..models.importance import DEFAULT_REL_GAP, ImportanceSampling, log_target
-from ..registry import register
-from ..result import Solution, Status
+from ... import _validate as V
+from ...models.importance import DEFAULT_REL_GAP, ImportanceSampling, log_target
+from ...registry import register
+from ...result import Solution, Status
 
 _DESCRIPTION = "cvxpy modelling layer (conic solvers: Clarabel, SCS, ...)"
 

@@ -15,12 +15,12 @@ import time
 
 import numpy as np
 
-from ..models.min_cost import MinCostDesign
-from ..models.stratified import StratifiedDesign
-from .. import _validate as V
-from ..registry import register
-from ..result import Certificate, Solution, Status
-from ._classical import classical_only
+from ...models.min_cost import MinCostDesign
+from ...models.stratified import StratifiedDesign
+from ... import _validate as V
+from ...registry import register
+from ...result import Certificate, Solution, Status
+from .._routes import classical_only
 
 _DESCRIPTION = "brute-force enumeration of all feasible integer designs (tiny instances; the oracle)"
 DEFAULT_MAX_CANDIDATES = 10_000_000

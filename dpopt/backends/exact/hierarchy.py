@@ -24,10 +24,10 @@ import time
 
 import numpy as np
 
-from ..models.hierarchy import HierarchyBudget
-from .. import _validate as V
-from ..registry import register
-from ..result import Solution, Status
+from ...models.hierarchy import HierarchyBudget
+from ... import _validate as V
+from ...registry import register
+from ...result import Solution, Status
 
 _DESCRIPTION = "dpopt's own exact solvers (no external solver needed)"
 

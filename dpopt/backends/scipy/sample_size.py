@@ -13,10 +13,10 @@ import math
 
 import numpy as np
 
-from ..models.sample_size import SampleSizeProgram
-from .. import _validate as V
-from ..registry import register
-from ..result import Solution, Status
+from ...models.sample_size import SampleSizeProgram
+from ... import _validate as V
+from ...registry import register
+from ...result import Solution, Status
 
 _DESCRIPTION = "SciPy (optimize.minimize_scalar / minimize; local, not certified)"
 

@@ -23,10 +23,10 @@ import time
 
 import numpy as np
 
-from ..models.sample_size import SampleSizeProgram
-from .. import _validate as V
-from ..registry import register
-from ..result import Certificate, Solution, Status
+from ...models.sample_size import SampleSizeProgram
+from ... import _validate as V
+from ...registry import register
+from ...result import Certificate, Solution, Status
 
 _DESCRIPTION = "dpopt's own exact solvers (no external solver needed)"
 _SLACK = 1e-12

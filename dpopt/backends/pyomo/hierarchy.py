@@ -12,7 +12,7 @@ precision, so the expression has one exponential per distinct small count; above
 exponentials the backend refuses (status ``unsupported``). SCIP is a global solver; its answer is
 checked with the model's gap certificate.
 
-Options: the common ones of :mod:`dpopt.backends._pyomo` (``solver`` = "scip", ``time_limit`` (None: 300 s),
+Options: the common ones of :mod:`dpopt.backends.pyomo._solver` (``solver`` = "scip", ``time_limit`` (None: 300 s),
 ``rel_gap`` (the tolerance of the model's gap certificate, default 1e-6; SCIP stops at 10·rel_gap),
 ``verbose``, ``solver_options``) and ``max_terms``. The status is ``optimal`` exactly when the model's gap
 certificate holds at SCIP's point (also after a time limit).
@@ -30,11 +30,11 @@ import time
 
 import numpy as np
 
-from ..models.hierarchy import HierarchyBudget
-from ..registry import register
-from ..result import Solution, Status
-from .. import _validate as V
-from . import _pyomo as PY
+from ...models.hierarchy import HierarchyBudget
+from ...registry import register
+from ...result import Solution, Status
+from ... import _validate as V
+from . import _solver as PY
 
 _DESC = "Pyomo models solved by SCIP (scip_direct) or HiGHS"
 #: solvers of this route (the program is nonlinear: HiGHS cannot take it)

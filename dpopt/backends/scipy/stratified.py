@@ -16,12 +16,12 @@ import warnings
 
 import numpy as np
 
-from .. import _validate as V
-from ..models.min_cost import MinCostDesign
-from ..models.stratified import StratifiedDesign
-from ..registry import register
-from ..result import Solution, Status
-from ._classical import classical_only
+from ... import _validate as V
+from ...models.min_cost import MinCostDesign
+from ...models.stratified import StratifiedDesign
+from ...registry import register
+from ...result import Solution, Status
+from .._routes import classical_only
 
 _DESCRIPTION = "scipy.optimize (SLSQP / trust-constr) continuous relaxations"
 METHODS = ("SLSQP", "trust-constr")

@@ -11,10 +11,10 @@ import time
 
 import numpy as np
 
-from ..models.hierarchy import HierarchyBudget
-from .. import _validate as V
-from ..registry import register
-from ..result import Solution, Status
+from ...models.hierarchy import HierarchyBudget
+from ... import _validate as V
+from ...registry import register
+from ...result import Solution, Status
 
 
 @register("scipy", HierarchyBudget, "solve", "scipy.optimize (SLSQP)")

@@ -29,10 +29,10 @@ import time
 
 import numpy as np
 
-from ..models.stratified import StratifiedDesign, largest_remainder
-from .. import _validate as V
-from ..registry import register
-from ..result import Solution, Status
+from ...models.stratified import StratifiedDesign, largest_remainder
+from ... import _validate as V
+from ...registry import register
+from ...result import Solution, Status
 from .enumerate import _check_limit, _check_time, _term, box_count, scan_box
 
 _DESCRIPTION = "Chen-Pasupathy-Awan Algorithm 1 with the corrected radius (exponential in k)"

@@ -1,0 +1,1 @@
+"""cvxpy translations (convex relaxations and the secant MILP)."""

@@ -1,0 +1,1 @@
+"""dpopt's own certified algorithms (no external solver)."""

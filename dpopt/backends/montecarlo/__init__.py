@@ -1,0 +1,1 @@
+"""Simulation-based answers (SampleSizeStudy)."""

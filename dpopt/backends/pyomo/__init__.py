@@ -1,0 +1,1 @@
+"""Pyomo translations, solved by SCIP (PySCIPOpt) or HiGHS (highspy); shared plumbing in :mod:`._solver`."""

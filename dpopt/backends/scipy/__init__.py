@@ -1,0 +1,1 @@
+"""scipy.optimize routes for continuous problems."""
