@@ -7,6 +7,7 @@ Models are declared once and solved by any capable backend:
 
 from . import privacy
 from . import datasets
+from . import io
 from .compare import CompareResult, compare
 from .datasets import load_gapminder, toy_hierarchy
 from .models import Model, StratifiedDesign
@@ -42,7 +43,7 @@ def build_cvxpy_problem(model, **kw):
 __version__ = "0.1.0"
 
 __all__ = [
-    "privacy", "datasets", "Model", "StratifiedDesign", "MinCostDesign", "Hierarchy", "HierarchyBudget", "SampleSizeProgram",
+    "privacy", "datasets", "io", "Model", "StratifiedDesign", "MinCostDesign", "Hierarchy", "HierarchyBudget", "SampleSizeProgram",
     "SampleSizeStudy", "ImportanceSampling", "Solution", "Certificate", "CertificateKind", "Status", "available_backends", "compare", "CompareResult",
     "build_pyomo_model", "build_cvxpy_problem", "load_gapminder", "toy_hierarchy", "truncated_laplace_moments",
     "release", "monte_carlo", "noise_ratio", "epsilon_for_noise_ratio", "q_bound", "rate_for_q_bound",

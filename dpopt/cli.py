@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from . import modelfile
+from .io import modelfile
 from .registry import available_backends, option_parameter
 
 

@@ -108,7 +108,7 @@ def run_design(args) -> int:
 # ---------------------------------------------------------------------------------- release
 def run_release(args) -> int:
 
-    from . import modelfile
+    from .io import modelfile
     from .frames import Frame, read_csv
     from .models.stratified import StratifiedDesign
     from .release import PrivacyLedger, release_stratified

@@ -19,7 +19,7 @@ import numpy as np
 
 from . import _validate as V
 from . import registry
-from .report import table
+from .io.report import table
 from .result import Solution, Status
 
 #: solver variants of a backend per task; :func:`default_rows` uses them only for handlers that take them

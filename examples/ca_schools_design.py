@@ -97,7 +97,7 @@ def main(argv=None) -> int:
     import sys
 
     import dpopt
-    import dpopt.modelfile as mf
+    import dpopt.io.modelfile as mf
     from dpopt.plots import example_args, pyplot, report_written, save
 
     argv = list(sys.argv[1:] if argv is None else argv)

@@ -69,7 +69,7 @@ def r_equals_one(quick):
 
 
 def no_gain_and_constant():
-    m, _ = dpopt.modelfile.load(Path(__file__).resolve().parent.parent / "models" / "hu_mean_no_gain.toml")
+    m, _ = dpopt.io.modelfile.load(Path(__file__).resolve().parent.parent / "models" / "hu_mean_no_gain.toml")
     sol = m.solve()
     print(f"\n§4.2 mean, global sensitivity R/n (N = {m.N}, eps = {m.epsilon:g}): n* = {sol.n_star} "
           f"(= N: no gain, paper: 'No gains'), V_N/V_n at n = N/10: {m.V_N / float(m.variance(m.N // 10)):.4f}")

@@ -138,7 +138,7 @@ def test_solver_flag_and_backend_solver_spelling(tmp_path, capsys):
     pytest.importorskip("highspy")
     f = tmp_path / "m.toml"
     f.write_text(STRATIFIED)
-    ref = dpopt.modelfile.load(f)[0].solve(backend="exact")
+    ref = dpopt.io.modelfile.load(f)[0].solve(backend="exact")
     for argv in (["--backend", "pyomo:highs"], ["--backend", "pyomo", "--solver", "HiGHS"]):
         assert main(["solve", str(f), *argv, "--json"]) == 0
         out = capsys.readouterr()

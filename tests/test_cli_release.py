@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpopt import modelfile
+from dpopt.io import modelfile
 from dpopt.cli import main
 from dpopt.frames import read_csv
 

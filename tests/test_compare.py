@@ -76,7 +76,7 @@ def _hierarchy():
 
 
 def _sample_size():
-    from dpopt import modelfile
+    from dpopt.io import modelfile
     return modelfile.load(MODELS_DIR / "hu_constant_sensitivity.toml")[0]
 
 
@@ -102,7 +102,8 @@ def test_compare_keeps_pyomo_solver_variants_for_stratified():
 
 def test_compare_passes_time_limit_only_to_named_parameters(monkeypatch):
     """time_limit goes only to handlers that name it (cvxpy's importance handler now names and honours it)."""
-    from dpopt import modelfile, registry
+    from dpopt import registry
+    from dpopt.io import modelfile
     seen = {}
     real = registry.dispatch
 

@@ -293,7 +293,7 @@ def test_ca_schools_model_files_solve_and_other_routes_are_honest(name):
     dropped constraint), and the ones that can agree with exact."""
     from pathlib import Path
 
-    from dpopt import modelfile
+    from dpopt.io import modelfile
     model, _ = modelfile.load(Path(__file__).resolve().parent.parent / "models" / name)
     sol = model.solve()
     assert sol.status == dpopt.Status.OPTIMAL and model.is_feasible(sol.n)

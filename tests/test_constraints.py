@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import dpopt
-from dpopt import modelfile
+from dpopt.io import modelfile
 from dpopt.models.min_cost import MinCostDesign
 from dpopt.models.stratified import StratifiedDesign
 

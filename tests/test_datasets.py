@@ -52,6 +52,6 @@ def test_old_names_still_import():
 def test_hierarchy_model_file_datasets_still_load(tmp_path):
     f = tmp_path / "toy.toml"
     f.write_text('family = "hierarchy"\nepsilon_total = 1.0\ndataset = "toy"\n')
-    from dpopt.modelfile import load
+    from dpopt.io.modelfile import load
     sol = load(f)[0].solve()
     assert np.allclose(sol.epsilon, [0.2519, 0.3174, 0.4307], atol=6e-5)

@@ -27,7 +27,7 @@ import pytest
 
 import dpopt
 from bounded import run_bounded
-from dpopt import modelfile
+from dpopt.io import modelfile
 from dpopt.models.hierarchy import Hierarchy
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from dpopt.models.hierarchy import Hierarchy, HierarchyBudget, load_gapminder, toy_hierarchy, truncated_laplace_moments
-from dpopt.modelfile import ModelFileError, from_dict
+from dpopt.io.modelfile import ModelFileError, from_dict
 from dpopt.simulate.hierarchy import _project_groups, monte_carlo, release
 
 PAPER = np.array([0.2519, 0.3174, 0.4307])

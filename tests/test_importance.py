@@ -171,7 +171,7 @@ def test_bad_input():
 
 
 def test_model_file(tmp_path):
-    from dpopt import modelfile
+    from dpopt.io import modelfile
     p = tmp_path / "f.toml"
     p.write_text('family = "importance_sampling"\nepsilon = 1.0\nslopes = [0.1, 0.5, 1.0]\n')
     model, _ = modelfile.load(p)

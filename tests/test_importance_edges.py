@@ -130,7 +130,7 @@ def test_eps_above_supported_range_is_refused_not_hung():
 
 
 def test_model_file_eps_800_is_refused(tmp_path):
-    from dpopt import modelfile
+    from dpopt.io import modelfile
     p = tmp_path / "m.toml"
     p.write_text('family = "importance_sampling"\nepsilon = 800\nslopes = [0.1, 1.0]\n')
     with pytest.raises(ValueError, match="epsilon"):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dpopt import modelfile
+from dpopt.io import modelfile
 from dpopt.cli import main
 
 MODELS = sorted((Path(__file__).resolve().parent.parent / "models").glob("*.toml"))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dpopt import modelfile
+from dpopt.io import modelfile
 from dpopt.registry import option_parameter
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -251,7 +251,7 @@ def test_bad_callable_values_and_delta_at_optimum():
 
 
 def test_model_file(tmp_path):
-    from dpopt import modelfile
+    from dpopt.io import modelfile
     p = tmp_path / "m.toml"
     p.write_text('family = "sample_size"\nN = 10000\nS2 = 1.0\nepsilon = 1.0\nsensitivity = 0.01\n')
     model, _ = modelfile.load(p)
@@ -267,7 +267,7 @@ def test_model_file(tmp_path):
 def test_repository_model_files():
     from pathlib import Path
 
-    from dpopt import modelfile
+    from dpopt.io import modelfile
     root = Path(__file__).resolve().parents[1] / "models"
     m, _ = modelfile.load(root / "hu_mean_no_gain.toml")
     assert m.solve().n == 10001

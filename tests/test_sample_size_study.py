@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import dpopt
-from dpopt import modelfile
+from dpopt.io import modelfile
 from dpopt.models.sample_size import SampleSizeProgram
 from dpopt.models.sample_size_study import SampleSizeStudy
 from dpopt.simulate.sample_size import lognormal_population

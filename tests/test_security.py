@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import dpopt
-from dpopt import Status, modelfile
+from dpopt import Status
+from dpopt.io import modelfile
 from dpopt.cli import main
 
 pe = pytest.importorskip("pyomo.environ")

@@ -159,7 +159,7 @@ def test_flags_and_booleans_are_not_numbers():
         dpopt.StratifiedDesign(N=[10, 20], sigma2=[1, 2], total=10, epsilon=1.0, fpc="no")
     with pytest.raises(TypeError, match="N"):
         dpopt.StratifiedDesign(N=[True, True, True], sigma2=[1, 2, 3], total=3, epsilon=1.0)
-    from dpopt import modelfile
+    from dpopt.io import modelfile
     with pytest.raises(modelfile.ModelFileError, match="fpc"):
         modelfile.from_dict({"family": "stratified", "epsilon": 1.0, "total": 10, "fpc": "false",
                              "strata": {"N": [10, 20], "sigma2": [1, 2]}})

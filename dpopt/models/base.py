@@ -27,6 +27,7 @@ class Model:
         """Names of the backends able to run ``task`` on this model."""
         return registry.capable(self, task)
 
-    def report(self, solution: Solution) -> str:  # pragma: no cover - overridden
-        """Human-readable summary of a solution (used by the CLI)."""
-        return repr(solution)
+    def report(self, solution: Solution) -> str:
+        """Human-readable summary of a solution (used by the CLI); written by :mod:`dpopt.io.report`."""
+        from ..io.report import report      # reports live with the file formats, outside the mathematics
+        return report(self, solution)

@@ -692,34 +692,6 @@ class HierarchyBudget(Model):
         return Solution(status=status, objective=objective, x=e, epsilon=e, certificate=cert,
                         model=type(self).__name__, details=details, **kw)
 
-    def report(self, solution: Solution) -> str:
-        from ..report import header, table
-        lines = header(self, solution)
-        if solution.x is None:
-            return "\n".join(lines)
-        d = solution.details
-        rows = []
-        for l in range(self.n_levels):
-            rows.append([l + 1, self.hierarchy.sizes[l], float(self.weights[l]), float(solution.epsilon[l]),
-                         float(d["mse_per_level"][l]), float(d["bias2_per_level"][l]),
-                         float(d["variance_per_level"][l]), float(d["uniform_epsilon"][l]),
-                         float(d["uniform_mse_per_level"][l])])
-        lines.append("")
-        lines.append(table(["level", "nodes", "weight", "epsilon", "MSE", "bias^2", "variance", "uniform eps",
-                            "uniform MSE"], rows, ["d", "d", "g", ".6f", ".6g", ".4g", ".6g", ".6f", ".6g"]))
-        lines.append("")
-        lines.append(f"total epsilon       : {d['epsilon_total_used']:.10g}")
-        lines.append(f"weighted MSE        : {d['weighted_mse']:.10g}   (uniform split: {d['uniform_weighted_mse']:.10g})")
-        if self.program == "budget":
-            lines.append(f"ratio uniform/this  : {d['ratio_uniform']:.4f}  (weighted MSE)")
-        else:
-            lines.append(f"MSE target          : {self.mse_target:.10g}")
-            lines.append(f"ratio uniform/this  : {d['ratio_uniform']:.4f}  (total epsilon)")
-        if solution.certificate is not None:
-            lines.append(f"certificate         : {solution.certificate}")
-        lines.append("note: counts used by the optimiser must be public or previously released (paper §3.2)")
-        return "\n".join(lines)
-
 
 # =================================================================================== real data
 def __getattr__(name: str):
@@ -728,52 +700,3 @@ def __getattr__(name: str):
         from .. import datasets
         return getattr(datasets, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-# ---------------------------------------------------------------------------------- model files
-from ..modelfile import ModelFileError, register_family, resolve_path, take  # noqa: E402
-
-
-@register_family("hierarchy")
-def _load_hierarchy(data: dict, base) -> HierarchyBudget:
-    """Model-file loader. Keys: name, epsilon_total | mse_target, weights, sensitivity, epsilon_min,
-    objective, and exactly one source of the tree: ``[tree] counts = [[…], …], parents = [[…], …]``
-    (parents of levels 2..L), ``tree_csv = "file.csv"`` (columns id,parent,count), or
-    ``dataset = "gapminder"`` with ``year`` (and optional ``unit``), or ``dataset = "toy"``."""
-    take(data, {"name", "epsilon_total", "mse_target", "weights", "sensitivity", "epsilon_min", "objective",
-                "tree", "tree_csv", "dataset", "year", "unit", "allow_inconsistent"}, set())
-    sources = [k for k in ("tree", "tree_csv", "dataset") if k in data]
-    if len(sources) != 1:
-        raise ModelFileError("give exactly one of [tree], tree_csv or dataset")
-    allow = V.flag("allow_inconsistent", data.get("allow_inconsistent", False))
-    if "tree" in data:
-        tree = data["tree"]
-        if not isinstance(tree, dict):
-            raise ModelFileError("[tree] must be a table with counts (and parents, ids)")
-        take(tree, {"counts", "parents", "ids"}, {"counts"}, "[tree]")
-        raw = tree.get("parents", [])
-        if not isinstance(raw, list):
-            raise ModelFileError("tree.parents must be an array with one array of parent indices per level 2..L")
-        parents = [None] + raw
-        h = Hierarchy.from_levels(tree["counts"], parents, tree.get("ids"), allow_inconsistent=allow)
-    elif "tree_csv" in data:
-        path = resolve_path(base, data["tree_csv"], "tree_csv")     # under the model file's folder
-        try:
-            h = Hierarchy.from_table(path, allow_inconsistent=allow)
-        except (ValueError, TypeError) as exc:
-            raise ModelFileError(f"tree_csv = {data['tree_csv']!r}: {exc}") from None
-    else:
-        from ..datasets import load_gapminder, toy_hierarchy
-        ds = data["dataset"]
-        if ds == "gapminder":
-            h = load_gapminder(data.get("year", 2007), data.get("unit", 1.0))
-        elif ds == "toy":
-            h = toy_hierarchy()
-        else:
-            raise ModelFileError(f"unknown dataset {ds!r}; allowed: 'gapminder', 'toy'")
-    if ("year" in data or "unit" in data) and data.get("dataset") != "gapminder":
-        raise ModelFileError("year/unit are only for dataset = 'gapminder'")
-    return HierarchyBudget(h, data.get("epsilon_total"), mse_target=data.get("mse_target"),
-                           weights=data.get("weights"), sensitivity=data.get("sensitivity", 1.0),
-                           epsilon_min=data.get("epsilon_min", DEFAULT_EPS_MIN),
-                           objective=data.get("objective", "truncated-laplace-mse"), name=data.get("name", ""))

@@ -487,27 +487,6 @@ class ImportanceSampling(Model):
         return Solution(status=status, objective=objective, x=q, certificate=cert, message=message,
                         details=details, **base)
 
-    def report(self, solution: Solution) -> str:
-        from ..report import header, table
-        lines = header(self, solution)
-        if solution.x is None:
-            return "\n".join(lines)
-        q = solution.x
-        uni = uniform_probabilities(self.n, float(q.sum()))
-        psi_u = self.amplified_loss(uni)
-        rows = [["privacy-constrained", float(q.sum()), float(q.min()), float(q.max()),
-                 float(np.max(solution.details["psi"]))],
-                ["uniform (same size)", float(uni.sum()), float(uni[0]), float(uni[0]), float(np.max(psi_u))]]
-        lines.append("")
-        lines.append(table(["sampling", "E[size]", "min q", "max q", "max psi"], rows,
-                           ["s", ".6g", ".4g", ".4g", ".6g"]))
-        lines.append("")
-        lines.append(f"records             : {self.n}")
-        lines.append(f"target eps*         : {self.epsilon:g}")
-        if solution.certificate is not None:
-            lines.append(f"certificate         : {solution.certificate}")
-        return "\n".join(lines)
-
 
 # ---------------------------------------------------------------------------------- calibrations
 def _expected_size(eps, slopes=None, profile=None, points=None) -> float:
@@ -598,22 +577,3 @@ def calibrate_noise_scale(epsilon, m, sensitivities) -> float:
     if m >= m0:
         return b0
     return _bisect_decreasing(size, b0, b_max, m, "noise scale")
-
-
-# ---------------------------------------------------------------------------------- model files
-from ..modelfile import ModelFileError, register_family, take  # noqa: E402
-
-
-@register_family("importance_sampling")
-def _load_importance(data: dict, base) -> ImportanceSampling:
-    """``family = "importance_sampling"``: epsilon and either ``slopes`` (linear profiles) or
-    ``points`` + ``noise_scale`` [+ ``norm``] (Laplace weighted sum, slopes ‖x‖_p/b)."""
-    take(data, {"name", "epsilon", "slopes", "points", "noise_scale", "norm"}, {"epsilon"})
-    if "slopes" in data:
-        if "points" in data or "noise_scale" in data:
-            raise ModelFileError("give either slopes, or points and noise_scale")
-        return ImportanceSampling(data["epsilon"], slopes=data["slopes"], name=data.get("name", ""))
-    if "points" not in data or "noise_scale" not in data:
-        raise ModelFileError("importance_sampling needs slopes, or points and noise_scale")
-    return ImportanceSampling.laplace_sum(data["points"], data["noise_scale"], data["epsilon"],
-                                          norm=data.get("norm", 1), name=data.get("name", ""))

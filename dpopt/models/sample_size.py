@@ -397,36 +397,3 @@ class SampleSizeProgram(Model):
                         certificate=certificate, backend=backend, solver=solver, model="SampleSizeProgram",
                         message=message, details=details)
 
-    def report(self, solution: Solution) -> str:
-        from ..report import header, table
-        lines = header(self, solution)
-        if solution.n is None:
-            return "\n".join(lines)
-        d = solution.details
-        lines.append("")
-        lines.append(table(["", "n", "rate", "eps_n", "delta_n", "sampling var", "noise var", "V"],
-                           [["sample", d["n_star"], d["rate"], d["epsilon_n"], d["delta_n"],
-                             d["sampling_variance"], d["noise_variance"], d["V_n"]],
-                            ["population", self.N, 1.0, self.epsilon, self.delta, 0.0, d["V_N"], d["V_N"]]],
-                           ["s", "d", ".6g", ".6g", ".3g", ".6g", ".6g", ".6g"]))
-        lines.append("")
-        lines.append(f"gain V_N/V_n*       : {d['gain']:.6g}")
-        lines.append(f"sampling helps      : {'yes' if d['helps'] else 'no (release the population statistic)'}")
-        if solution.certificate is not None:
-            lines.append(f"certificate         : {solution.certificate}")
-        return "\n".join(lines)
-
-
-# ---------------------------------------------------------------------------------- model files
-from ..modelfile import ModelFileError, register_family, take  # noqa: E402
-
-
-@register_family("sample_size")
-def _load_sample_size(data: dict, base) -> SampleSizeProgram:
-    """``family = "sample_size"``: N, S2, epsilon, [delta], sensitivity ("mean" or a number), [value_range]."""
-    take(data, {"name", "N", "S2", "epsilon", "delta", "sensitivity", "value_range"}, {"N", "S2", "epsilon"})
-    sens = data.get("sensitivity", "mean")
-    if not isinstance(sens, (str, int, float)) or isinstance(sens, bool):
-        raise ModelFileError("sensitivity must be 'mean' or a positive number in a model file")
-    return SampleSizeProgram(N=data["N"], S2=data["S2"], epsilon=data["epsilon"], delta=data.get("delta", 0.0),
-                             sensitivity=sens, value_range=data.get("value_range"), name=data.get("name", ""))

@@ -17,7 +17,7 @@ from . import save as _save
 
 
 def _load(path):
-    from .. import modelfile
+    from ..io import modelfile
 
     path = Path(path)
     data = modelfile.read(path)
@@ -26,7 +26,7 @@ def _load(path):
 
 
 def _variant(data, path, **changes):
-    from .. import modelfile
+    from ..io import modelfile
     d = dict(data)
     d.update(changes)
     return modelfile.from_dict(d, base=Path(path).parent, source=str(path))[0]

@@ -1,0 +1,10 @@
+"""Model files (TOML) and plain-text reports: what dpopt reads and writes, kept apart from the mathematics.
+
+``modelfile`` reads a file into a model (``load``, ``from_dict``, ``register_family`` for third-party
+families); ``stratified``, ``hierarchy``, ``sample_size`` and ``importance`` hold each family's loader;
+``report`` writes a solution's report. Models never import this package at module level.
+"""
+
+from .modelfile import ModelFileError, families, from_dict, load, read, register_family, resolve_path
+
+__all__ = ["ModelFileError", "families", "from_dict", "load", "read", "register_family", "resolve_path"]

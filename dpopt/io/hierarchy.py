@@ -1,0 +1,55 @@
+"""Model-file loader of the ``hierarchy`` family (a tree and a privacy budget over its levels)."""
+
+from __future__ import annotations
+
+from .. import _validate as V
+from ..models.hierarchy import DEFAULT_EPS_MIN, Hierarchy, HierarchyBudget
+from .modelfile import ModelFileError, register_family, resolve_path, take
+
+
+# ---------------------------------------------------------------------------------- hierarchy
+
+
+@register_family("hierarchy")
+def _load_hierarchy(data: dict, base) -> HierarchyBudget:
+    """Model-file loader. Keys: name, epsilon_total | mse_target, weights, sensitivity, epsilon_min,
+    objective, and exactly one source of the tree: ``[tree] counts = [[…], …], parents = [[…], …]``
+    (parents of levels 2..L), ``tree_csv = "file.csv"`` (columns id,parent,count), or
+    ``dataset = "gapminder"`` with ``year`` (and optional ``unit``), or ``dataset = "toy"``."""
+    take(data, {"name", "epsilon_total", "mse_target", "weights", "sensitivity", "epsilon_min", "objective",
+                "tree", "tree_csv", "dataset", "year", "unit", "allow_inconsistent"}, set())
+    sources = [k for k in ("tree", "tree_csv", "dataset") if k in data]
+    if len(sources) != 1:
+        raise ModelFileError("give exactly one of [tree], tree_csv or dataset")
+    allow = V.flag("allow_inconsistent", data.get("allow_inconsistent", False))
+    if "tree" in data:
+        tree = data["tree"]
+        if not isinstance(tree, dict):
+            raise ModelFileError("[tree] must be a table with counts (and parents, ids)")
+        take(tree, {"counts", "parents", "ids"}, {"counts"}, "[tree]")
+        raw = tree.get("parents", [])
+        if not isinstance(raw, list):
+            raise ModelFileError("tree.parents must be an array with one array of parent indices per level 2..L")
+        parents = [None] + raw
+        h = Hierarchy.from_levels(tree["counts"], parents, tree.get("ids"), allow_inconsistent=allow)
+    elif "tree_csv" in data:
+        path = resolve_path(base, data["tree_csv"], "tree_csv")     # under the model file's folder
+        try:
+            h = Hierarchy.from_table(path, allow_inconsistent=allow)
+        except (ValueError, TypeError) as exc:
+            raise ModelFileError(f"tree_csv = {data['tree_csv']!r}: {exc}") from None
+    else:
+        from ..datasets import load_gapminder, toy_hierarchy
+        ds = data["dataset"]
+        if ds == "gapminder":
+            h = load_gapminder(data.get("year", 2007), data.get("unit", 1.0))
+        elif ds == "toy":
+            h = toy_hierarchy()
+        else:
+            raise ModelFileError(f"unknown dataset {ds!r}; allowed: 'gapminder', 'toy'")
+    if ("year" in data or "unit" in data) and data.get("dataset") != "gapminder":
+        raise ModelFileError("year/unit are only for dataset = 'gapminder'")
+    return HierarchyBudget(h, data.get("epsilon_total"), mse_target=data.get("mse_target"),
+                           weights=data.get("weights"), sensitivity=data.get("sensitivity", 1.0),
+                           epsilon_min=data.get("epsilon_min", DEFAULT_EPS_MIN),
+                           objective=data.get("objective", "truncated-laplace-mse"), name=data.get("name", ""))

@@ -1,0 +1,277 @@
+"""Plain-text reports of solutions (``model.report(solution)``, the CLI): one function per model family,
+chosen by :func:`report`. Reports live here, with the file formats, so the model modules hold only mathematics."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..models.hierarchy import HierarchyBudget
+from ..models.importance import ImportanceSampling, uniform_probabilities
+from ..models.min_cost import MinCostDesign
+from ..models.sample_size import SampleSizeProgram
+from ..models.sample_size_study import SampleSizeStudy
+from ..models.stratified import StratifiedDesign
+from ..result import Solution
+
+
+def table(headers: list[str], rows: list[list], formats: list[str] | None = None) -> str:
+    """A right-aligned text table; ``formats`` are format specs per column (default ``g``)."""
+    formats = formats or ["g"] * len(headers)
+    cells = [[_fmt(v, f) for v, f in zip(r, formats)] for r in rows]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(headers)]
+    line = "  ".join(h.rjust(w) for h, w in zip(headers, widths))
+    out = [line, "  ".join("-" * w for w in widths)]
+    out += ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in cells]
+    return "\n".join(out)
+
+
+def _fmt(v, f: str) -> str:
+    if isinstance(v, str):
+        return v
+    if v is None or (isinstance(v, float) and not np.isfinite(v)):
+        return "-"
+    return format(v, f)
+
+
+def header(model, solution: Solution) -> list[str]:
+    lines = [f"model    : {model!r}" + (f"  [{model.name}]" if getattr(model, "name", "") else ""),
+             f"backend  : {solution.backend}" + (f" ({solution.solver})" if solution.solver else "")
+             + f"   status: {solution.status.value}   time: {solution.wall_time:.4g} s"]
+    if solution.message:
+        lines.append(f"message  : {solution.message}")
+    return lines
+
+
+def stratified_report(model, solution: Solution) -> str:
+    lines = header(model, solution)
+    pt = solution.point
+    if pt is None:
+        return "\n".join(lines)
+    br = model.variance_breakdown(pt)
+    nb = model.nominal_budgets(pt)
+    integer = solution.n is not None
+    one = model.J == 1
+    rows = []
+    for i in range(model.k):
+        row = [model.labels[i]]
+        if model.domains is not None:
+            row.append(model.domains[i])
+        row += [int(model.N[i])] + ([float(model.sigma2[i])] if one else [])
+        row += [pt[i], nb["rate"][i], nb["epsilon"][i]] + ([nb["scale"][i]] if one else [])
+        row += [br["sampling"][i], br["noise"][i]]
+        rows.append(row)
+    heads = ["stratum"] + (["domain"] if model.domains is not None else []) + ["N"] + (["sigma2"] if one else [])
+    heads += ["n" if integer else "x", "rate", "eps_i"] + (["noise scale"] if one else []) + ["sampling var", "noise var"]
+    fmts = ["s"] + (["s"] if model.domains is not None else []) + ["d"] + ([".4g"] if one else [])
+    fmts += ["d" if integer else ".4f", ".4f", ".4g"] + ([".4g"] if one else []) + [".5g", ".5g"]
+    lines.append("")
+    lines.append(table(heads, rows, fmts))
+    lines.append("")
+    if not one:
+        lines.append(f"variables           : {', '.join(model.variables)} (budget shares "
+                     f"{', '.join(f'{s:.4g}' for s in model.shares)}, objective weights "
+                     f"{', '.join(f'{w:.4g}' for w in model.variable_weights)})")
+    lines.append(f"objective g(n)      : {solution.objective:.10g}"
+                 f"  (sampling {br['sampling_total']:.6g} + noise {br['noise_total']:.6g})")
+    if model.objective_kind == "mean":
+        lines.append(f"Var(mean estimate)  : {br['variance_of_mean']:.6g}")
+    if model.cost is not None:
+        lines.append(f"cost                : {float(model.cost @ np.asarray(pt, dtype=float)):.10g}")
+    lines += constrained_lines(model, pt)
+    if solution.certificate is not None:
+        lines.append(f"certificate         : {solution.certificate}")
+    if integer and model.is_plain:
+        summ = model.solution_summary(pt)
+        lines.append(f"ratio Neyman/this   : {summ['ratio_neyman']:.4f}")
+        lines.append(f"ratio proport./this : {summ['ratio_proportional']:.4f}")
+    return "\n".join(lines)
+
+
+def constrained_lines(model, pt) -> list[str]:
+    """Precision targets against their bounds, binding constraints and design warnings (stratified)."""
+    design = getattr(model, "design", model)
+    lines = []
+    targets = getattr(model, "precision_targets", [])
+    if targets:
+        rows = []
+        for t in targets:
+            v = design.precision_value(t, pt)
+            se = float(np.sqrt(max(v, 0.0)))
+            achieved = {"variance": v, "se": se, "cv": se / abs(t.mean) if t.mean else float("nan")}[t.kind]
+            state = "binds" if abs(v - t.bound) <= 1e-6 * t.bound else ("met" if v <= t.bound * (1 + 1e-9) else "MISSED")
+            rows.append([t.name, design.variables[t.variable], t.kind, t.target, achieved, se, state])
+        lines.append("")
+        lines.append("precision targets:")
+        lines.append(table(["target", "variable", "kind", "asked", "achieved", "SE", "status"], rows,
+                           ["s", "s", "s", ".6g", ".6g", ".6g", "s"]))
+    cons = getattr(model, "constraints", [])
+    if cons:
+        rep = design.constraint_report(pt) if model is design else _constraint_rows(cons, pt)
+        lines.append("")
+        lines.append("constraints:")
+        lines.append(table(["constraint", "lhs", "sense", "rhs", "status"],
+                           [[r["name"], r["lhs"], r["sense"], r["rhs"], "binds" if r["binding"] else "slack"]
+                            for r in rep], ["s", ".10g", "s", ".10g", "s"]))
+    if design.min_per_stratum is not None:
+        lines.append(f"min_per_stratum     : {design.min_per_stratum}")
+    n = np.asarray(pt)
+    single = [design.labels[i] for i in np.flatnonzero((n == 1) & (design.N > 1))]   # a census needs no estimate
+    if single:
+        lines.append(f"warning             : {len(single)} stratum/strata with a single sampled unit "
+                     f"({', '.join(single[:8])}{', ...' if len(single) > 8 else ''}): their variance cannot be "
+                     f"estimated from the sample; min_per_stratum = 2 prevents this")
+    if np.all(n == np.round(n)):
+        rising = design.rising_strata(np.round(n).astype(np.int64))
+        if rising.size:
+            names = ", ".join(design.labels[i] for i in rising[:8])
+            lines.append(f"note                : in {rising.size} stratum/strata ({names}{', ...' if rising.size > 8 else ''}) "
+                         f"one more sampled unit would raise the variance: at this epsilon the noise grows with the "
+                         f"sampling rate faster than the sampling error falls")
+    return lines
+
+
+def _constraint_rows(cons, pt):
+    x = np.asarray(pt, dtype=float)
+    out = []
+    for con in cons:
+        lhs = con.A @ x
+        for r in range(con.A.shape[0]):
+            out.append({"name": con.name, "sense": con.sense, "lhs": float(lhs[r]), "rhs": float(con.b[r]),
+                        "binding": bool(abs(lhs[r] - con.b[r]) <= 1e-9 * max(1.0, abs(float(con.b[r]))))})
+    return out
+
+
+def hierarchy_report(model, solution: Solution) -> str:
+    lines = header(model, solution)
+    if solution.x is None:
+        return "\n".join(lines)
+    d = solution.details
+    rows = []
+    for l in range(model.n_levels):
+        rows.append([l + 1, model.hierarchy.sizes[l], float(model.weights[l]), float(solution.epsilon[l]),
+                     float(d["mse_per_level"][l]), float(d["bias2_per_level"][l]),
+                     float(d["variance_per_level"][l]), float(d["uniform_epsilon"][l]),
+                     float(d["uniform_mse_per_level"][l])])
+    lines.append("")
+    lines.append(table(["level", "nodes", "weight", "epsilon", "MSE", "bias^2", "variance", "uniform eps",
+                        "uniform MSE"], rows, ["d", "d", "g", ".6f", ".6g", ".4g", ".6g", ".6f", ".6g"]))
+    lines.append("")
+    lines.append(f"total epsilon       : {d['epsilon_total_used']:.10g}")
+    lines.append(f"weighted MSE        : {d['weighted_mse']:.10g}   (uniform split: {d['uniform_weighted_mse']:.10g})")
+    if model.program == "budget":
+        lines.append(f"ratio uniform/this  : {d['ratio_uniform']:.4f}  (weighted MSE)")
+    else:
+        lines.append(f"MSE target          : {model.mse_target:.10g}")
+        lines.append(f"ratio uniform/this  : {d['ratio_uniform']:.4f}  (total epsilon)")
+    if solution.certificate is not None:
+        lines.append(f"certificate         : {solution.certificate}")
+    lines.append("note: counts used by the optimiser must be public or previously released (paper §3.2)")
+    return "\n".join(lines)
+
+
+def min_cost_report(model, solution: Solution) -> str:
+    lines = header(model, solution)
+    pt = solution.point
+    if pt is None:
+        return "\n".join(lines)
+    d = model.design
+    br = d.variance_breakdown(pt)
+    integer = solution.n is not None
+    one = d.J == 1
+    rows = [[d.labels[i]] + ([d.domains[i]] if d.domains is not None else []) + [int(d.N[i])]
+            + ([float(d.sigma2[i])] if one else []) + [float(model.cost[i]), pt[i], br["sampling"][i],
+                                                      br["noise"][i]] for i in range(model.k)]
+    heads = (["stratum"] + (["domain"] if d.domains is not None else []) + ["N"] + (["sigma2"] if one else [])
+             + ["cost", "n" if integer else "x", "sampling var", "noise var"])
+    fmts = (["s"] + (["s"] if d.domains is not None else []) + ["d"] + ([".4g"] if one else [])
+            + [".4g", "d" if integer else ".4f", ".5g", ".5g"])
+    lines.append("")
+    lines.append(table(heads, rows, fmts))
+    lines.append("")
+    lines.append(f"total cost          : {solution.objective:.10g}")
+    lines.append(f"sample size         : {float(np.sum(pt)):.10g}")
+    vt = "" if model.variance_target is None else f"  (target {model.variance_target:.10g})"
+    lines.append(f"variance g(n)       : {br['total']:.10g}{vt}")
+    if d.objective_kind == "mean":
+        lines.append(f"Var(mean estimate)  : {br['variance_of_mean']:.6g}")
+    lines += constrained_lines(model, pt)
+    if solution.certificate is not None:
+        lines.append(f"certificate         : {solution.certificate}")
+    return "\n".join(lines)
+
+
+def sample_size_study_report(model, solution: Solution) -> str:
+    lines = header(model, solution)
+    d = solution.details
+    if "mse" not in d:
+        return "\n".join(lines)
+    rows = [[r, n, m, s, g] for r, n, m, s, g in zip(d["rates"], d["n_grid"], d["mse"], d["se"], d["gain"])]
+    rows.append([1.0, model.N, d["mse_population"], 0.0, 1.0])
+    lines += ["", table(["rate", "n", "MSE", "MC s.e.", "gain"], rows, ["g", "d", ".6g", ".2g", ".4g"]), ""]
+    lines.append(f"best rate           : {d['rate']:g} (n = {solution.n})")
+    lines.append(f"sampling helps      : {'yes' if d['helps'] else 'no (release the population statistic)'}"
+                 + ("" if not d["helps"] else f"; gain {d['best_gain']:.4g}, "
+                    f"{d['z_score']:.1f} standard errors from no gain"))
+    return "\n".join(lines)
+
+
+def sample_size_report(model, solution: Solution) -> str:
+    lines = header(model, solution)
+    if solution.n is None:
+        return "\n".join(lines)
+    d = solution.details
+    lines.append("")
+    lines.append(table(["", "n", "rate", "eps_n", "delta_n", "sampling var", "noise var", "V"],
+                       [["sample", d["n_star"], d["rate"], d["epsilon_n"], d["delta_n"],
+                         d["sampling_variance"], d["noise_variance"], d["V_n"]],
+                        ["population", model.N, 1.0, model.epsilon, model.delta, 0.0, d["V_N"], d["V_N"]]],
+                       ["s", "d", ".6g", ".6g", ".3g", ".6g", ".6g", ".6g"]))
+    lines.append("")
+    lines.append(f"gain V_N/V_n*       : {d['gain']:.6g}")
+    lines.append(f"sampling helps      : {'yes' if d['helps'] else 'no (release the population statistic)'}")
+    if solution.certificate is not None:
+        lines.append(f"certificate         : {solution.certificate}")
+    return "\n".join(lines)
+
+
+def importance_report(model, solution: Solution) -> str:
+    lines = header(model, solution)
+    if solution.x is None:
+        return "\n".join(lines)
+    q = solution.x
+    uni = uniform_probabilities(model.n, float(q.sum()))
+    psi_u = model.amplified_loss(uni)
+    rows = [["privacy-constrained", float(q.sum()), float(q.min()), float(q.max()),
+             float(np.max(solution.details["psi"]))],
+            ["uniform (same size)", float(uni.sum()), float(uni[0]), float(uni[0]), float(np.max(psi_u))]]
+    lines.append("")
+    lines.append(table(["sampling", "E[size]", "min q", "max q", "max psi"], rows,
+                       ["s", ".6g", ".4g", ".4g", ".6g"]))
+    lines.append("")
+    lines.append(f"records             : {model.n}")
+    lines.append(f"target eps*         : {model.epsilon:g}")
+    if solution.certificate is not None:
+        lines.append(f"certificate         : {solution.certificate}")
+    return "\n".join(lines)
+
+
+# model class -> report function; a third-party family registers its own with register_report
+_REPORTS = {StratifiedDesign: stratified_report, MinCostDesign: min_cost_report, HierarchyBudget: hierarchy_report,
+            SampleSizeProgram: sample_size_report, SampleSizeStudy: sample_size_study_report,
+            ImportanceSampling: importance_report}
+
+
+def register_report(model_cls: type):
+    """Decorator registering ``fn(model, solution) -> str`` as the report of ``model_cls`` (and subclasses)."""
+    def deco(fn):
+        _REPORTS[model_cls] = fn
+        return fn
+    return deco
+
+
+def report(model, solution: Solution) -> str:
+    """The plain-text report of ``solution`` for ``model``: its family's report, else the Solution's repr."""
+    for cls in type(model).__mro__:
+        if cls in _REPORTS:
+            return _REPORTS[cls](model, solution)
+    return repr(solution)

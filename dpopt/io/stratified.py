@@ -1,0 +1,142 @@
+"""Model-file loaders of the stratified families: ``stratified`` (a fixed total, optional cost budget,
+constraints and precision targets) and ``stratified_min_cost``. The format is described in the README."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _validate as V
+from ..models.min_cost import MinCostDesign
+from ..models.stratified import TARGET_KINDS, StratifiedDesign, _labels
+from .modelfile import ModelFileError, register_family, take
+
+
+# ---------------------------------------------------------------------------------- stratified
+
+_STRATA_KEYS = {"N", "sigma2", "lower", "upper", "weights", "cost", "label", "domain"}
+_DESIGN_KEYS = {"name", "epsilon", "mechanism", "objective", "sensitivity", "value_range", "fpc", "strata",
+                "constraint", "precision", "min_per_stratum", "variables", "shares", "variable_weights"}
+
+
+def _tables(data: dict, key: str, keys: str) -> list:
+    """The array of tables ``[[key]]`` of a model file (``[key]``, a single table, is the usual slip)."""
+    items = data.get(key, [])
+    if not isinstance(items, list):
+        raise ModelFileError(f"{key} entries are an array of tables: write [[{key}]], not [{key}]")
+    for i, t in enumerate(items):
+        if not isinstance(t, dict):
+            raise ModelFileError(f"[[{key}]] #{i + 1} must be a table with {keys}")
+    return items
+
+
+def design_from_file(data: dict, total, strata_required=("N", "sigma2")) -> StratifiedDesign:
+    """The StratifiedDesign part of a model file (shared by the stratified and min-cost families):
+    strata table, mechanism, objective, variables, and the [[constraint]] and [[precision]] tables."""
+    strata = data["strata"]
+    if not isinstance(strata, dict):
+        raise ModelFileError("[strata] must be a table with arrays N, sigma2 (and optional label, domain, lower, "
+                             "upper, weights, cost)")
+    take(strata, _STRATA_KEYS, set(strata_required), "[strata]")
+    objective = data.get("objective", "mean")
+    if objective == "weights":
+        if "weights" not in strata:
+            raise ModelFileError("objective = 'weights' needs strata.weights")
+        objective = strata["weights"]
+    elif "weights" in strata:
+        raise ModelFileError("strata.weights is given but objective is not 'weights'")
+    # key-named checks of what the constructor would report under its Python names
+    N = V.positive_int_vector("strata.N", strata["N"])
+    for key in ("label", "domain"):
+        if key in strata:
+            _labels(f"strata.{key}", strata[key], N.size, unique=key == "label")
+    if total is None:     # min-cost: any feasible total (Σ upper always is); the model ignores it
+        total = int(np.sum(strata["upper"] if strata.get("upper") is not None else strata["N"]))
+    design = StratifiedDesign(N=strata["N"], sigma2=strata["sigma2"], total=total,
+                              epsilon=data["epsilon"], mechanism=data.get("mechanism", "laplace"),
+                              objective=objective, sensitivity=data.get("sensitivity"),
+                              lower=strata.get("lower"), upper=strata.get("upper"),
+                              fpc=data.get("fpc", False), name=data.get("name", ""),
+                              labels=strata.get("label"), domains=strata.get("domain"),
+                              value_range=data.get("value_range"), variables=data.get("variables"),
+                              shares=data.get("shares"), variable_weights=data.get("variable_weights"),
+                              min_per_stratum=data.get("min_per_stratum"))
+    for i, con in enumerate(_tables(data, "constraint", "coefficients, rhs (and sense, strata, name)")):
+        where = f"[[constraint]] #{i + 1}"
+        take(con, {"coefficients", "strata", "sense", "rhs", "name"}, {"coefficients", "rhs"}, where)
+        sense = V.choice(f"{where} sense", con.get("sense", "<="), ("<=", ">=", "=="))
+        rhs = V.real(f"{where} rhs", con["rhs"])
+        coef = con["coefficients"]
+        if "strata" in con:
+            if isinstance(coef, (list, dict)):
+                raise ModelFileError(f"{where}: with 'strata', coefficients is one number for those strata")
+            value = V.real(f"{where} coefficients", coef)
+            idx = design.strata_index(con["strata"], f"{where} strata")
+            coef = np.zeros(design.k)
+            coef[idx] = value
+        elif isinstance(coef, dict):
+            coef = {k: V.real(f"{where} coefficients[{k!r}]", v) for k, v in coef.items()}
+        else:
+            coef = V.vector(f"{where} coefficients", coef, length=design.k)
+        name = con.get("name", "")
+        if not isinstance(name, str):
+            raise ModelFileError(f"{where} name must be a string")
+        try:
+            design.add_constraint(coef, rhs, sense, name)
+        except (ValueError, TypeError) as exc:
+            raise ModelFileError(f"{where} coefficients: {exc}") from None
+    for i, t in enumerate(_tables(data, "precision", "target (and strata, variable, kind, mean, name)")):
+        where = f"[[precision]] #{i + 1}"
+        take(t, {"target", "strata", "variable", "kind", "mean", "estimate", "name"}, {"target"}, where)
+        target = V.positive(f"{where} target", t["target"])
+        kind = V.choice(f"{where} kind", t.get("kind", "variance"), TARGET_KINDS)
+        estimate = V.choice(f"{where} estimate", t.get("estimate", "mean"), ("mean", "objective"))
+        mean = None if t.get("mean") is None else V.real(f"{where} mean", t["mean"])
+        name = t.get("name", "")
+        if not isinstance(name, str):
+            raise ModelFileError(f"{where} name must be a string")
+        variable = t.get("variable")
+        if variable is not None and not isinstance(variable, (str, int)) or isinstance(variable, bool):
+            raise ModelFileError(f"{where} variable must be a variable name or index")
+        if variable is not None:
+            try:
+                design.variable_index(variable)
+            except (ValueError, TypeError) as exc:
+                raise ModelFileError(f"{where} variable: {exc}") from None
+        strata_spec = t.get("strata")
+        if strata_spec is not None:
+            design.strata_index(strata_spec, f"{where} strata")
+        try:
+            design.add_precision_target(target, strata=strata_spec, variable=variable, kind=kind, mean=mean,
+                                        estimate=estimate, name=name)
+        except (ValueError, TypeError) as exc:
+            raise ModelFileError(f"{where}: {exc}") from None
+    return design
+
+
+@register_family("stratified")
+def _load_stratified(data: dict, base) -> StratifiedDesign:
+    """Model-file loader; see the README for the format."""
+    take(data, _DESIGN_KEYS | {"total", "cost_budget"}, {"epsilon", "total", "strata"})
+    model = design_from_file(data, data["total"])
+    if "cost_budget" in data:
+        if "cost" not in data["strata"]:
+            raise ModelFileError("cost_budget needs strata.cost")
+        model.add_cost_budget(V.positive_vector("strata.cost", data["strata"]["cost"], length=model.k),
+                              V.positive("cost_budget", data["cost_budget"]))
+    elif "cost" in data["strata"]:
+        raise ModelFileError("strata.cost is given but no cost_budget uses it (add cost_budget, or use the "
+                             "stratified_min_cost family)")
+    return model
+
+
+# ---------------------------------------------------------------------------------- min_cost
+
+
+@register_family("stratified_min_cost")
+def _load_min_cost(data: dict, base) -> MinCostDesign:
+    """Like the "stratified" family, with the precision requirements (variance_target, se or cv with mean,
+    [[precision]] tables) instead of ``total``, and ``strata.cost`` required."""
+    take(data, _DESIGN_KEYS | {"variance_target", "se", "cv", "mean"}, {"epsilon", "strata"})
+    design = design_from_file(data, None, ("N", "sigma2", "cost"))
+    return MinCostDesign(design, data["strata"]["cost"], data.get("variance_target"), se=data.get("se"),
+                         cv=data.get("cv"), mean=data.get("mean"))

@@ -1,0 +1,102 @@
+"""The package's layout: every module imports on its own in a fresh interpreter, the module graph has no
+import cycle, models never import backends or io at module level, and the old module path still works
+(with a DeprecationWarning) for one release."""
+
+import ast
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import dpopt
+
+ROOT = Path(dpopt.__file__).resolve().parent
+MODULES = sorted(m.name for m in pkgutil.walk_packages([str(ROOT)], prefix="dpopt.")
+                 if m.name != "dpopt.modelfile")     # the deprecated alias is checked below
+MODULES_AND_ALIAS = MODULES + ["dpopt.modelfile"]
+
+
+def _module_file(name: str) -> Path:
+    rel = Path(*name.split(".")[1:])
+    pkg = ROOT / rel / "__init__.py"
+    return pkg if pkg.exists() else ROOT / (str(rel) + ".py")
+
+
+def _top_level_imports(name: str) -> set[str]:
+    """dpopt modules imported at module level (not inside functions) by module ``name``."""
+    path = _module_file(name)
+    tree = ast.parse(path.read_text())
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    out = set()
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.startswith("dpopt"):
+                for alias in node.names:
+                    sub = f"{target}.{alias.name}"
+                    out.add(sub if sub in MODULES_AND_ALIAS else target)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.startswith("dpopt"))
+    return {m for m in out if m in MODULES_AND_ALIAS and m != name}
+
+
+def test_every_module_imports_in_isolation():
+    code = ("import importlib, sys\nfailed = []\nfor name in sys.argv[1:]:\n"
+            "    for m in [k for k in sys.modules if k == 'dpopt' or k.startswith('dpopt.')]:\n"
+            "        del sys.modules[m]\n"
+            "    try:\n        importlib.import_module(name)\n"
+            "    except Exception as exc:\n        failed.append(f'{name}: {type(exc).__name__}: {exc}')\n"
+            "print('\\n'.join(failed))\nsys.exit(1 if failed else 0)\n")
+    # one interpreter per module would take a minute; clearing dpopt from sys.modules before each import
+    # makes every import start from nothing but the third-party libraries
+    res = subprocess.run([sys.executable, "-W", "ignore", "-c", code, *MODULES], capture_output=True, text=True,
+                         timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_no_import_cycle_at_module_level():
+    # submodules of a package are imported after the package's __init__, so edges into a parent package are
+    # the package's own business: count edges between modules that are not ancestors of each other
+    graph = {m: {t for t in _top_level_imports(m) if not m.startswith(t + ".") and not t.startswith(m + ".")}
+             for m in MODULES}
+    state: dict[str, int] = {}
+    cycle: list[str] = []
+
+    def visit(m, stack):
+        state[m] = 1
+        for t in sorted(graph[m]):
+            if state.get(t) == 1:
+                cycle.extend(stack[stack.index(t):] + [m, t] if t in stack else [m, t])
+                return True
+            if state.get(t) is None and visit(t, stack + [m]):
+                return True
+        state[m] = 2
+        return False
+
+    for m in MODULES:
+        if state.get(m) is None and visit(m, []):
+            break
+    assert not cycle, " -> ".join(cycle)
+
+
+@pytest.mark.parametrize("name", [m for m in MODULES if m.startswith("dpopt.models.")])
+def test_models_do_not_import_backends_or_io(name):
+    bad = {t for t in _top_level_imports(name)
+           if t.startswith(("dpopt.backends", "dpopt.io", "dpopt.cli", "dpopt.compare", "dpopt.modelfile"))}
+    assert not bad, f"{name} imports {sorted(bad)}"
+
+
+def test_the_old_modelfile_path_is_the_new_module_with_a_warning():
+    code = ("import warnings\nwarnings.simplefilter('error')\ntry:\n    import dpopt.modelfile\n"
+            "except DeprecationWarning as w:\n    print('warned', w)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "warned" in res.stdout and "dpopt.io.modelfile" in res.stdout, res.stdout + res.stderr
+    code = "import warnings\nwarnings.simplefilter('ignore')\nimport dpopt.modelfile as m, dpopt.io.modelfile as n\nprint(m is n)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout.strip() == "True"
