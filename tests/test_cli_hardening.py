@@ -172,8 +172,11 @@ def _school_tree_csv(path: Path, seed=0, counties=58, districts=1000, schools=10
 def _interrupt(argv, wait_for: str, tmp_path, delay=1.5, timeout=120):
     """Run ``python -m dpopt.cli argv``; once stderr shows ``wait_for``, wait ``delay`` s and send SIGINT."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # a test run started in the background (`pytest &`, some CI runners) has SIGINT ignored, and an ignored
+    # signal stays ignored across exec: give the child the disposition of a terminal session, as a user has
     proc = subprocess.Popen([sys.executable, "-m", "dpopt.cli", *argv], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     err_lines = []
     seen = threading.Event()
 
@@ -209,7 +212,7 @@ def test_sigint_during_a_highs_milp_stops_with_one_line(tmp_path):
     pytest.importorskip("highspy")
     code, out, err = _interrupt(["solve", str(MODELS / "chen_s54_k10_eta1e4.toml"), "--backend", "pyomo:highs"],
                                 "solving with pyomo", tmp_path, delay=1.0)
-    assert code == 130, (code, err[-2000:])
+    assert code == 130, (code, err[-2000:], out[-2000:])
     assert err.strip().splitlines()[-1] == "dpopt: interrupted"
     assert "Traceback" not in err and out == ""
 
@@ -223,6 +226,6 @@ def test_sigint_during_compare_stops_the_command(tmp_path):
     (tmp_path / "schools.toml").write_text('family = "hierarchy"\nepsilon_total = 0.01\ntree_csv = "schools.csv"\n')
     code, out, err = _interrupt(["compare", "schools.toml", "--backends", "exact", "pyomo"], "pyomo ...", tmp_path,
                                 delay=4.0)          # past the model build: inside SCIP
-    assert code == 130, (code, err[-2000:])
+    assert code == 130, (code, err[-2000:], out[-2000:])
     assert err.strip().splitlines()[-1].endswith("dpopt: interrupted")
     assert "Traceback" not in err and out == ""
