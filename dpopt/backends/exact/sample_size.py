@@ -168,3 +168,71 @@ def solve_exact(model: SampleSizeProgram, method: str = "auto", scan_limit: int 
                                message="" if done else "time limit reached; best point so far",
                                extra={"method": "bnb", "evaluations": evals, "rounds": rounds,
                                       "max_live_intervals": live})
+
+
+@register("exact", SampleSizeProgram, "relax", _DESCRIPTION)
+def relax_exact(model: SampleSizeProgram, rel_gap: float = 1e-9, time_limit: float | None = None,
+                branching: int = 8, max_rounds: int = 400) -> Solution:
+    """Continuous relaxation: the real n in [max(1, N·δ), N] minimising V_n, certified by the same interval
+    bound as the integer search (s decreases in n; the noise term's monotone bound holds for real n too).
+
+    Stops when the relative gap between the best value and the smallest live or pruned interval bound is
+    ≤ ``rel_gap`` (``optimal``), at ``time_limit`` or after ``max_rounds`` rounds of ``branching``-way splits
+    (``time_limit`` / ``feasible`` with the gap). ``x`` is a float; the integer optimum is ``solve()``."""
+    rel_gap = V.rel_gap(rel_gap)
+    branching = V.count("branching", branching, minimum=2, maximum=1024)
+    max_rounds = V.count("max_rounds", max_rounds, maximum=100_000)
+    if not model.bounded:
+        return Solution(status=Status.UNSUPPORTED, backend="exact", model="SampleSizeProgram",
+                        message="the relaxation needs an interval bound: declare sensitivity_trend for the "
+                                "sensitivity callable")
+    t0 = time.perf_counter()
+    deadline = np.inf if time_limit is None else t0 + float(time_limit)
+    lo = max(1.0, float(model.N) * model.delta)
+    hi = float(model.N)
+    a, b = np.array([lo]), np.array([hi])
+    ends = np.array([lo, hi])
+    v = model.variance(ends)
+    j = int(np.argmin(v))
+    best_x, best_v = float(ends[j]), float(v[j])
+    retired_lb = np.inf          # bounds of intervals pruned or too narrow to split further
+    rounds, why = 0, "done"
+    while a.size:
+        if rounds >= max_rounds:
+            why = "rounds"
+            break
+        if time.perf_counter() > deadline:
+            why = "time_limit"
+            break
+        rounds += 1
+        mid = 0.5 * (a + b)
+        v = model.variance(mid)
+        j = int(np.argmin(v))
+        if v[j] < best_v:
+            best_x, best_v = float(mid[j]), float(v[j])
+        lb = model.sampling_variance(b) + model.noise_lower_bound(a, b)
+        close = best_v - rel_gap * abs(best_v)          # an interval that cannot beat this is done
+        narrow = (b - a) <= 1e-13 * b                  # float resolution: split no further
+        done = (lb >= close) | narrow
+        if np.any(done):
+            retired_lb = min(retired_lb, float(np.min(lb[done])))
+        a, b = a[~done], b[~done]
+        if a.size:
+            edges = a[:, None] + (b - a)[:, None] * (np.arange(branching + 1)[None, :] / branching)
+            a, b = edges[:, :-1].ravel(), edges[:, 1:].ravel()
+    live_lb = float(np.min(model.sampling_variance(b) + model.noise_lower_bound(a, b))) if a.size else np.inf
+    bound = min(retired_lb, live_lb, best_v)
+    gap = max(0.0, (best_v - bound) / abs(best_v)) if best_v != 0 else 0.0
+    optimal = gap <= rel_gap
+    status = Status.OPTIMAL if optimal else (Status.TIME_LIMIT if why == "time_limit" else Status.FEASIBLE)
+    cert = Certificate(kind="gap", optimal=optimal, lower_bound=bound, gap=gap, tolerance=rel_gap,
+                       message=f"real-interval branch and bound, {rounds} rounds")
+    details = {"rate": best_x / model.N, "V_n": best_v, "V_N": model.V_N,
+               "epsilon_n": float(model.epsilon_n(best_x)), "delta_n": float(model.delta_n(best_x)),
+               "sampling_variance": float(model.sampling_variance(best_x)),
+               "noise_variance": float(model.noise_variance(best_x)), "rounds": rounds}
+    message = "" if optimal else ("time limit reached" if why == "time_limit" else
+                                  f"stopped after {rounds} rounds") + f"; gap {gap:.2e}"
+    return Solution(status=status, objective=best_v, x=best_x, variance=best_v, certificate=cert,
+                    backend="exact", solver="interval-bnb", model="SampleSizeProgram", message=message,
+                    details=details)
