@@ -94,15 +94,15 @@ def test_range_edges_both_backends(eps, c, backend):
 def test_a_point_that_breaks_privacy_is_never_returned():
     m = ImportanceSampling(1.0, slopes=[0.01, 0.5])
     ref = oracle_q(1.0, [0.01, 0.5])
-    bad = m.make_solution(ref * np.array([1 - 1e-3, 1.0]), backend="test")
+    bad = m.make_solution(x=ref * np.array([1 - 1e-3, 1.0]), backend="test")
     assert bad.status == "error" and bad.x is None and "breaks the privacy target" in bad.message
     # private but 1e-3 above the optimum: feasible, with a gap that brackets the truth
-    loose = m.make_solution(ref * (1 + 1e-3), backend="test")
+    loose = m.make_solution(x=ref * (1 + 1e-3), backend="test")
     assert loose.status == "feasible" and not loose.certificate.optimal
     assert loose.certificate.lower_bound <= ref.sum() <= loose.objective
     assert 1e-4 < loose.certificate.gap < 1e-2
     # rel_gap is honoured: a looser tolerance accepts it
-    assert m.make_solution(ref * (1 + 1e-3), rel_gap=1e-2).status == "optimal"
+    assert m.make_solution(x=ref * (1 + 1e-3), rel_gap=1e-2).status == "optimal"
     # repair raises exactly the violating records back to private values
     fixed = m.repair(ref * np.array([1 - 1e-3, 1.0]))
     assert fixed[1] == ref[1] and max(oracle_psi(fixed, [0.01, 0.5])) <= 1.0

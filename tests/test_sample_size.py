@@ -243,7 +243,7 @@ def test_bad_callable_values_and_delta_at_optimum():
         sol = m.solve(backend)
         assert sol.status in ("optimal", "feasible") and sol.n == best and sol.delta_n <= 1
     with pytest.raises(ValueError, match="delta_n"):
-        m.make_solution(10)
+        m.make_solution(n=10)
     with pytest.raises(ValueError, match="rate"):
         q_bound(1.0, 0.0)
     with pytest.raises(ValueError, match="epsilon"):

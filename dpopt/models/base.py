@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import registry
-from ..result import Solution
+from ..result import Certificate, Solution, Status
 
 
 class Model:
@@ -27,7 +27,36 @@ class Model:
         """Names of the backends able to run ``task`` on this model."""
         return registry.capable(self, task)
 
+    def make_solution(self, n=None, x=None, *, status: Status = Status.OPTIMAL,
+                      certificate: Certificate | None = None, rel_gap: float | None = None, backend: str = "",
+                      solver: str = "", message: str = "", details: dict | None = None) -> Solution:
+        """The one way every backend packages an answer (same signature in every family).
+
+        ``n``: an integer point (a vector of sample sizes, or one sample size); ``x``: a real point
+        (a relaxation, budgets per level, probabilities). The family fills the objective, ``variance`` and its
+        per-row details from the point; ``certificate`` is the backend's proof; ``details`` are added to the
+        family's. ``rel_gap``: where the family proves a bound itself (importance sampling) the point is
+        ``optimal`` only when that gap is ≤ rel_gap; every family demotes an ``optimal`` status whose
+        certificate shows a gap above ``rel_gap`` to ``feasible`` (an answer is never labelled optimal beyond
+        the caller's tolerance)."""
+        raise NotImplementedError(f"{type(self).__name__} does not package solutions")
+
     def report(self, solution: Solution) -> str:
         """Human-readable summary of a solution (used by the CLI); written by :mod:`dpopt.io.report`."""
         from ..io.report import report      # reports live with the file formats, outside the mathematics
         return report(self, solution)
+
+
+def honest_status(sol: Solution, rel_gap: float | None) -> Solution:
+    """Demote an ``optimal`` answer whose certificate shows a relative gap above ``rel_gap`` (shared by every
+    family's :meth:`Model.make_solution`)."""
+    cert = sol.certificate
+    if rel_gap is None or cert is None or sol.status != Status.OPTIMAL:
+        return sol
+    gap = getattr(cert, "gap", None)
+    if gap is not None and gap == gap and gap > rel_gap:
+        sol.status = Status.FEASIBLE
+        cert.optimal = False
+        note = f"proven relative gap {gap:.3e} > rel_gap {rel_gap:g}"
+        sol.message = f"{sol.message}; {note}" if sol.message else note
+    return sol

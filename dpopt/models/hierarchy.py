@@ -28,8 +28,8 @@ from typing import Iterable
 import numpy as np
 
 from .. import _validate as V
-from ..result import Certificate, Solution
-from .base import Model
+from ..result import Certificate, Solution, Status
+from .base import Model, honest_status
 
 OBJECTIVES = ("truncated-laplace-mse", "laplace-variance")
 EPS_MAX = 700.0          # largest budget of one level (docs/privacy.md: ε ranges over [1e-6, 700])
@@ -664,10 +664,15 @@ class HierarchyBudget(Model):
         return e
 
     # ------------------------------------------------------------------ solution builder for backends
-    def make_solution(self, eps, status, **kw) -> Solution:
-        """A Solution for budgets ``eps`` (``x`` and the documented ``epsilon`` field): per-level
-        MSE/bias²/variance, totals, uniform baseline, ratio."""
-        e = np.asarray(eps, dtype=float)
+    def make_solution(self, n=None, x=None, *, status=Status.OPTIMAL, certificate=None, rel_gap=None, backend="",
+                      solver="", message="", details=None) -> Solution:
+        """See :meth:`Model.make_solution`: ``x`` are the budgets per level (also the documented ``epsilon``
+        field); per-level MSE/bias²/variance, totals, uniform baseline, ratio. Without a certificate the
+        model's own KKT certificate is attached."""
+        if n is not None or x is None:
+            raise TypeError("a hierarchy's answer is real budgets per level: make_solution(x=eps)")
+        details_in = dict(details or {})
+        e = np.asarray(x, dtype=float)
         br = self.level_breakdown(e)
         u = self.uniform_split()
         bu = self.level_breakdown(u)
@@ -685,12 +690,11 @@ class HierarchyBudget(Model):
             objective = math.fsum(e)
             details["mse_target"] = self.mse_target
             details["ratio_uniform"] = float(u.sum()) / objective
-        details.update(kw.pop("details", {}))
-        cert = kw.pop("certificate", None)
-        if cert is None:
-            cert = self.certificate(e)
-        return Solution(status=status, objective=objective, x=e, epsilon=e, certificate=cert,
-                        model=type(self).__name__, details=details, **kw)
+        details.update(details_in)
+        cert = self.certificate(e) if certificate is None else certificate
+        return honest_status(Solution(status=status, objective=objective, x=e, epsilon=e, certificate=cert,
+                                      model=type(self).__name__, details=details, backend=backend,
+                                      solver=solver, message=message), rel_gap)
 
 
 # =================================================================================== real data

@@ -27,7 +27,7 @@ distributions: :func:`uniform_probabilities`, :func:`coreset_probabilities`; ψ 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 from scipy.special import lambertw
@@ -446,16 +446,23 @@ class ImportanceSampling(Model):
             todo = todo[~above]
         return out
 
-    def make_solution(self, q, *, status=Status.OPTIMAL, backend="", solver="", message="",
-                      rel_gap: float = DEFAULT_REL_GAP, extra: dict[str, Any] | None = None) -> Solution:
-        """Check a backend's probabilities against the model itself and package them.
+    def make_solution(self, n=None, x=None, *, status=Status.OPTIMAL, certificate=None, rel_gap=None, backend="",
+                      solver="", message="", details=None) -> Solution:
+        """See :meth:`Model.make_solution`: check a backend's probabilities ``x`` against the model itself
+        and package them (the model proves the gap, so a backend's ``certificate`` is not accepted;
+        ``rel_gap`` defaults to DEFAULT_REL_GAP).
 
         The point must lie in (0, 1] with every ψ_i ≤ ε*(1 + FEASIBILITY_RTOL); otherwise the Solution is
         ``error`` with the violation stated and no point (a backend should :meth:`repair` first). A
         private point is certified by :meth:`lower_bounds`: it is ``optimal`` when the proven relative
         gap is at most ``rel_gap``, else ``feasible`` (a ``time_limit`` status is kept).
         """
-        q = np.asarray(q, dtype=float)
+        if n is not None or x is None or certificate is not None:
+            raise TypeError("importance sampling's answer is probabilities: make_solution(x=q); the model "
+                            "certifies them itself (no certificate argument)")
+        rel_gap = DEFAULT_REL_GAP if rel_gap is None else rel_gap
+        extra = details
+        q = np.asarray(x, dtype=float)
         base = dict(backend=backend, solver=solver, model="ImportanceSampling")
         if q.shape != (self.n,) or not np.all(np.isfinite(q)) or np.any(q <= 0) or np.any(q > 1):
             return Solution(status=Status.ERROR, message=f"{message}; the backend returned probabilities "

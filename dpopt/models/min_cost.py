@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _validate as V
-from ..result import Solution
-from .base import Model
+from ..result import Solution, Status
+from .base import Model, honest_status
 from .stratified import LinearConstraint, PrecisionTarget, StratifiedDesign
 
 
@@ -148,10 +148,14 @@ class MinCostDesign(Model):
                 return False
         return True
 
-    def make_solution(self, n=None, x=None, **kw) -> Solution:
+    def make_solution(self, n=None, x=None, *, status=Status.OPTIMAL, certificate=None, rel_gap=None, backend="",
+                      solver="", message="", details=None) -> Solution:
+        """See :meth:`Model.make_solution`: the cost, g(n), Var(μ̂) and each precision target at the point."""
         pt = n if n is not None else x
         sol = Solution(n=None if n is None else np.asarray(n, dtype=np.int64),
-                       x=None if x is None else np.asarray(x, dtype=float), model=type(self).__name__, **kw)
+                       x=None if x is None else np.asarray(x, dtype=float), model=type(self).__name__,
+                       status=status, certificate=certificate, backend=backend, solver=solver, message=message,
+                       details=dict(details or {}))
         sol.details.setdefault("labels", list(self.design.labels))
         if pt is not None:
             sol.objective = self.objective_value(pt)
@@ -164,5 +168,5 @@ class MinCostDesign(Model):
                     {"name": t.name, "variable": self.design.variables[t.variable], "kind": t.kind,
                      "target": t.target, "variance": self.design.precision_value(t, pt), "bound": t.bound}
                     for t in self.precision_targets])
-        return sol
+        return honest_status(sol, rel_gap)
 

@@ -36,7 +36,7 @@ import numpy as np
 from .. import _validate as V
 from ..privacy.amplification import nominal_epsilon
 from ..result import Certificate, Solution, Status
-from .base import Model
+from .base import Model, honest_status
 
 TRENDS = ("nonincreasing", "nondecreasing")
 MAX_N = 2 ** 53
@@ -364,16 +364,19 @@ class SampleSizeProgram(Model):
                 "epsilon_n": self.epsilon_n(x), "gain": self.V_N / (samp + noise)}
 
     # ------------------------------------------------------------------ shared by the backends
-    def make_solution(self, n_star: int, *, status=Status.OPTIMAL, backend: str = "", solver: str = "",
-                      certificate: Certificate | None = None, message: str = "",
-                      extra: dict[str, Any] | None = None) -> Solution:
-        """Package an integer sample size as a Solution with V_n*, V_N, gain, ε_n, δ_n, ...
+    def make_solution(self, n=None, x=None, *, status=Status.OPTIMAL, certificate: Certificate | None = None,
+                      rel_gap: float | None = None, backend: str = "", solver: str = "", message: str = "",
+                      details: dict[str, Any] | None = None) -> Solution:
+        """See :meth:`Model.make_solution`: an integer sample size ``n`` (or a real one ``x``, the relaxation)
+        with V_n, V_N, gain, ε_n, δ_n, ...
 
-        Raises ValueError when δ_n = N·δ/n* > 1 (the (ε, δ) target cannot be met by that sample).
+        Raises ValueError when δ_n = N·δ/n > 1 (the (ε, δ) target cannot be met by that sample).
         """
-        n_star = int(n_star)
+        if (n is None) == (x is None):
+            raise TypeError("give the sample size as n (an integer) or x (real, a relaxation)")
+        n_star = int(n) if n is not None else float(x)
         if not 1 <= n_star <= self.N:
-            raise ValueError(f"n* = {n_star} outside [1, N]")
+            raise ValueError(f"n = {n_star} outside [1, N]")
         dn = float(self.delta_n(n_star))
         if dn > 1.0:
             raise ValueError(f"delta_n = N*delta/n = {dn:.6g} > 1 at n = {n_star} (N = {self.N}, delta = "
@@ -383,7 +386,7 @@ class SampleSizeProgram(Model):
         if not math.isfinite(vn):
             raise ValueError(f"V_n = {vn} at n = {n_star} is not finite (a callable sensitivity too large?)")
         vN = self.V_N
-        details = {
+        details_in, details = details, {
             "n_star": n_star, "rate": n_star / self.N, "V_n": vn, "V_N": vN,
             "gain": vN / vn if vn > 0 else float("inf"),
             "helps": bool(n_star < self.N and vn < vN),
@@ -392,8 +395,9 @@ class SampleSizeProgram(Model):
             "sampling_variance": float(self.sampling_variance(n_star)),
             "noise_variance": float(self.noise_variance(float(n_star))),
         }
-        details.update(extra or {})
-        return Solution(status=status, objective=vn, n=n_star, variance=vn,
-                        certificate=certificate, backend=backend, solver=solver, model="SampleSizeProgram",
-                        message=message, details=details)
+        details.update(details_in or {})
+        return honest_status(Solution(status=status, objective=vn, n=n_star if n is not None else None,
+                                      x=n_star if n is None else None, variance=vn, certificate=certificate,
+                                      backend=backend, solver=solver, model="SampleSizeProgram",
+                                      message=message, details=details), rel_gap)
 

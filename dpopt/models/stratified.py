@@ -23,7 +23,7 @@ from .. import _validate as V
 from ..privacy.amplification import log_expm1
 from ..privacy.mechanisms import Mechanism, get_mechanism
 from ..result import Certificate, Solution, Status
-from .base import Model
+from .base import Model, honest_status
 
 OBJECTIVES = ("mean", "a-optimal", "unit-free")
 BASELINES = ("neyman", "neyman-mean", "proportional", "equal")
@@ -836,17 +836,21 @@ class StratifiedDesign(Model):
         return out
 
     # ------------------------------------------------------------------ solution builder for backends
-    def make_solution(self, n=None, x=None, **kw) -> Solution:
-        """A Solution with objective/variance filled in from ``n`` (integer) or ``x`` (relaxation)."""
+    def make_solution(self, n=None, x=None, *, status=Status.OPTIMAL, certificate=None, rel_gap=None, backend="",
+                      solver="", message="", details=None) -> Solution:
+        """See :meth:`Model.make_solution`: objective and Var(μ̂) from ``n`` (integer) or ``x`` (relaxation),
+        plus the per-stratum, constraint and precision details."""
         pt = n if n is not None else x
         sol = Solution(n=None if n is None else np.asarray(n, dtype=np.int64),
-                       x=None if x is None else np.asarray(x, dtype=float), model=type(self).__name__, **kw)
+                       x=None if x is None else np.asarray(x, dtype=float), model=type(self).__name__,
+                       status=status, certificate=certificate, backend=backend, solver=solver, message=message,
+                       details=dict(details or {}))
         sol.details.setdefault("labels", list(self.labels))
         if pt is not None:
             sol.objective = self.objective_value(pt)
             sol.variance = self.variance_of_mean(sol.objective)
             self.describe_point(sol, pt)
-        return sol
+        return honest_status(sol, rel_gap)
 
     def describe_point(self, sol: Solution, pt) -> None:
         """Fill the report details of a point: precision targets, binding constraints, cost, warnings."""

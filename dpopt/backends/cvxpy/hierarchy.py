@@ -221,7 +221,7 @@ def solve_hierarchy_cvxpy(model: HierarchyBudget, solver: str | None = None, rel
     cert = Certificate("gap", bool(ok), lower_bound=lb, gap=gap, tolerance=gap_tol,
                        message=f"Kelley cutting planes, {P.shape[1]} cuts per level")
     status = Status.OPTIMAL if ok else (Status.TIME_LIMIT if timed_out else Status.FEASIBLE)
-    sol = model.make_solution(best_eps, status, backend="cvxpy", solver=f"cutting-planes/{solver}", certificate=cert,
+    sol = model.make_solution(x=best_eps, status=status, backend="cvxpy", solver=f"cutting-planes/{solver}", certificate=cert,
                               message=status_msg or f"{iters} LP solves, relative gap {gap:.3e}",
                               details={"lp_solves": iters, "lower_bound": lb, "upper_bound": ub})
     sol.wall_time = wall

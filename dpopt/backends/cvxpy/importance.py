@@ -77,7 +77,7 @@ def solve_cvxpy(model: ImportanceSampling, solver: str | None = None, time_limit
     free = np.flatnonzero(model.slopes < model.epsilon)
     q = np.ones(model.n)
     if not free.size:
-        return model.make_solution(q, status=Status.OPTIMAL, backend="cvxpy", rel_gap=rel_gap,
+        return model.make_solution(x=q, status=Status.OPTIMAL, backend="cvxpy", rel_gap=rel_gap,
                                    message="every record has eps(1, x) = eps*: q = 1 is the only private point")
     c = model.slopes[free]
     L = log_target(model.epsilon, c)
@@ -110,7 +110,7 @@ def solve_cvxpy(model: ImportanceSampling, solver: str | None = None, time_limit
                 q[free] = np.where(np.isfinite(tv) & (tv > 0), c / tv, 1.0)
             q = model.repair(np.clip(q, np.finfo(float).tiny, 1.0))
             claimed = Status.TIME_LIMIT if prob.status == cp.USER_LIMIT else Status.OPTIMAL
-            return model.make_solution(q, status=claimed, backend="cvxpy", solver=name, rel_gap=rel_gap,
+            return model.make_solution(x=q, status=claimed, backend="cvxpy", solver=name, rel_gap=rel_gap,
                                        message=f"cvxpy status {prob.status}")
         if prob.status == cp.USER_LIMIT:
             return _fail(Status.TIME_LIMIT, f"{name}: stopped at the time limit without a point", name)

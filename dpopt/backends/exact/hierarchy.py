@@ -225,7 +225,7 @@ def solve_hierarchy(model: HierarchyBudget, tol: float = 1e-14, max_iter: int = 
     if timed_out:
         msg = (f"time limit of {time_limit:g} s reached after {iters} outer iterations; the point reached, made "
                "feasible")
-    sol = model.make_solution(eps, status, backend="exact", solver="kkt-bisection", certificate=cert,
+    sol = model.make_solution(x=eps, status=status, backend="exact", solver="kkt-bisection", certificate=cert,
                               message=msg or f"KKT solved: {iters} outer iterations, {passes} level passes",
                               details={"outer_iterations": iters, "level_passes": passes})
     sol.wall_time = wall

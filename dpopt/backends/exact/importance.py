@@ -29,6 +29,6 @@ def solve_exact(model: ImportanceSampling, method: str = "auto", rel_gap: float 
     w = model.optimal_weights(method)
     used = "lambert" if (model.linear and method in ("auto", "lambert")) else "bisection"
     q = model.repair(1.0 / np.asarray(w, dtype=float))    # a no-op unless round-off left psi above eps*
-    return model.make_solution(q, status=Status.OPTIMAL, backend="exact", rel_gap=rel_gap,
+    return model.make_solution(x=q, status=Status.OPTIMAL, backend="exact", rel_gap=rel_gap,
                                solver="lambert-w" if used == "lambert" else "log-bisection",
-                               extra={"method": used})
+                               details={"method": used})

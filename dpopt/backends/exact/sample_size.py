@@ -147,14 +147,14 @@ def solve_exact(model: SampleSizeProgram, method: str = "auto", scan_limit: int 
                                      "sensitivity_trend for the callable (branch and bound) or raise scan_limit"))
         n_star, v_star, evals, done = _scan(model, deadline=deadline)
         if not done:
-            return model.make_solution(n_star, status=Status.TIME_LIMIT, backend="exact", solver="scan",
+            return model.make_solution(n=n_star, status=Status.TIME_LIMIT, backend="exact", solver="scan",
                                        message=f"time limit reached after {evals} of "
                                                f"{model.N - model.n_min + 1} sample sizes; best point so far",
-                                       extra={"method": "scan", "evaluations": evals})
+                                       details={"method": "scan", "evaluations": evals})
         cert = Certificate(kind="scan", optimal=True, lower_bound=v_star, gap=0.0,
                            message=f"all {evals} feasible sample sizes evaluated")
-        return model.make_solution(n_star, backend="exact", solver="scan", certificate=cert,
-                                   extra={"method": "scan", "evaluations": evals})
+        return model.make_solution(n=n_star, backend="exact", solver="scan", certificate=cert,
+                                   details={"method": "scan", "evaluations": evals})
     try:
         n_star, v_star, lb, evals, rounds, live, why = _bnb(model, branching, leaf, deadline)
     except _TrendError as exc:
@@ -163,10 +163,10 @@ def solve_exact(model: SampleSizeProgram, method: str = "auto", scan_limit: int 
     done = why == "done"
     cert = Certificate(kind="gap", optimal=done, lower_bound=lb, gap=gap, tolerance=_SLACK,
                        message=f"interval branch and bound, {rounds} rounds")
-    return model.make_solution(n_star, status=Status.OPTIMAL if done else Status.TIME_LIMIT, backend="exact",
+    return model.make_solution(n=n_star, status=Status.OPTIMAL if done else Status.TIME_LIMIT, backend="exact",
                                solver="interval-bnb", certificate=cert,
                                message="" if done else "time limit reached; best point so far",
-                               extra={"method": "bnb", "evaluations": evals, "rounds": rounds,
+                               details={"method": "bnb", "evaluations": evals, "rounds": rounds,
                                       "max_live_intervals": live})
 
 
@@ -227,12 +227,7 @@ def relax_exact(model: SampleSizeProgram, rel_gap: float = 1e-9, time_limit: flo
     status = Status.OPTIMAL if optimal else (Status.TIME_LIMIT if why == "time_limit" else Status.FEASIBLE)
     cert = Certificate(kind="gap", optimal=optimal, lower_bound=bound, gap=gap, tolerance=rel_gap,
                        message=f"real-interval branch and bound, {rounds} rounds")
-    details = {"rate": best_x / model.N, "V_n": best_v, "V_N": model.V_N,
-               "epsilon_n": float(model.epsilon_n(best_x)), "delta_n": float(model.delta_n(best_x)),
-               "sampling_variance": float(model.sampling_variance(best_x)),
-               "noise_variance": float(model.noise_variance(best_x)), "rounds": rounds}
     message = "" if optimal else ("time limit reached" if why == "time_limit" else
                                   f"stopped after {rounds} rounds") + f"; gap {gap:.2e}"
-    return Solution(status=status, objective=best_v, x=best_x, variance=best_v, certificate=cert,
-                    backend="exact", solver="interval-bnb", model="SampleSizeProgram", message=message,
-                    details=details)
+    return model.make_solution(x=best_x, status=status, certificate=cert, backend="exact", solver="interval-bnb",
+                               message=message, details={"rounds": rounds})

@@ -199,7 +199,7 @@ def solve_hierarchy_pyomo(model: HierarchyBudget, solver: str = "scip", time_lim
         status = Status.OPTIMAL
     elif status != Status.TIME_LIMIT:
         status = Status.FEASIBLE
-    sol = model.make_solution(eps, status, backend="pyomo", solver=solver, certificate=cert, message=msg,
+    sol = model.make_solution(x=eps, status=status, backend="pyomo", solver=solver, certificate=cert, message=msg,
                               details=details)
     sol.wall_time = wall
     return sol

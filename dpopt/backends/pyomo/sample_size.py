@@ -129,8 +129,8 @@ def solve_pyomo(model: SampleSizeProgram, solver: str = "scip", time_limit: floa
                        gap=abs(float(model.variance(n_star)) - lb) / float(model.variance(n_star))
                        if math.isfinite(lb) and float(model.variance(n_star)) > 0 else float("nan"),
                        tolerance=options.get("numerics/feastol", 0.0), message="SCIP dual bound")
-    sol = model.make_solution(n_star, status=status, backend="pyomo", solver=key, certificate=cert,
-                              message=msg, extra=details)
+    sol = model.make_solution(n=n_star, status=status, backend="pyomo", solver=key, certificate=cert,
+                              message=msg, details=details)
     sol.wall_time = wall
     return sol
 

@@ -94,7 +94,7 @@ def solve_hierarchy_scipy(model: HierarchyBudget, method: str = "SLSQP", ftol: f
         x = x0 if last["s"] is None else np.clip(last["s"], lo / ref, hi / ref)
         eps = model.make_feasible(np.asarray(x, dtype=float) * ref)
         cert = model.certificate(eps, tol=gap_tol)
-        sol = model.make_solution(eps, Status.TIME_LIMIT, backend="scipy", solver="SLSQP", certificate=cert,
+        sol = model.make_solution(x=eps, status=Status.TIME_LIMIT, backend="scipy", solver="SLSQP", certificate=cert,
                                   message=f"SLSQP: time limit of {time_limit:g} s reached; last iterate made "
                                           "feasible")
         sol.wall_time = time.perf_counter() - t0
@@ -109,7 +109,7 @@ def solve_hierarchy_scipy(model: HierarchyBudget, method: str = "SLSQP", ftol: f
         status = Status.TIME_LIMIT
     else:
         status = Status.FEASIBLE
-    sol = model.make_solution(eps, status, backend="scipy", solver="SLSQP", certificate=cert,
+    sol = model.make_solution(x=eps, status=status, backend="scipy", solver="SLSQP", certificate=cert,
                               message=f"SLSQP: {res.message} ({res.nit} iterations)",
                               details={"iterations": int(res.nit)})
     sol.wall_time = wall

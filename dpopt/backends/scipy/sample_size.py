@@ -48,7 +48,7 @@ def solve_scipy(model: SampleSizeProgram, segments: int = 16, xatol: float = 1e-
     cands = np.array(sorted(c for c in cands if n0 <= c <= N), dtype=float)
     v = model.variance(cands)
     n_star = int(cands[int(np.argmin(v))])
-    return model.make_solution(n_star, status=Status.FEASIBLE, backend="scipy", solver="minimize_scalar(bounded)",
+    return model.make_solution(n=n_star, status=Status.FEASIBLE, backend="scipy", solver="minimize_scalar(bounded)",
                                message="best rounded local minimiser of the continuous V_n over "
                                        f"{segments} log-spaced segments; optimality not certified",
-                               extra={"evaluations": nfev})
+                               details={"evaluations": nfev})
