@@ -37,6 +37,7 @@ import numpy as np
 from ... import _validate as V
 from ...formulations.separable import SeparableProgram, program_of, secant_milp
 from ...result import Certificate, Solution, Status
+from .domains import domain_structure, solve_domains
 
 DEFAULT_REL_GAP = 1e-9
 DEFAULT_TIME_LIMIT = 300.0        # seconds, when the caller gives none
@@ -858,6 +859,30 @@ def _solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max
     return out
 
 
+def _solve_by_domains(model, prog, groups, rel_gap, deadline):
+    """Domain targets on the objective's scale (:mod:`.domains`): exact by nested marginal allocation, or
+    None (the general route below then runs) when the point fails the rows' check or time runs out."""
+    res = solve_domains(prog, groups, deadline)
+    if res is None:
+        return None
+    if isinstance(res[0], str):
+        return Solution(status=Status.INFEASIBLE, message=f"infeasible: {res[1]}")
+    n, slack, note = res
+    if not _feasible(prog, n):
+        return None
+    obj = prog.evaluate(n.astype(float))[0]
+    gap = max(0.0, -slack) / abs(obj) if obj else (0.0 if slack >= 0 else math.inf)
+    if gap > rel_gap:
+        return None
+    cert = Certificate("exchange", True, lower_bound=obj - max(0.0, -slack), gap=gap, tolerance=rel_gap,
+                       slack=slack, message=f"{note}: no unit moved between two domains or free strata lowers "
+                                            "the objective (discretely convex terms)")
+    sol = model.make_solution(n=n, status=Status.OPTIMAL, certificate=cert, message=note, rel_gap=rel_gap)
+    sol.details.update(lower_bound=cert.lower_bound, integrality_gap=gap, method="domains",
+                       row_names=[r.name for r in prog.rows])
+    return sol
+
+
 def solve_constrained(model, rel_gap: float = DEFAULT_REL_GAP, time_limit: float | None = None,
                       verbose: bool = False, window: int = 1, max_milp_columns: int = 400_000,
                       max_states: int = DEFAULT_MAX_STATES) -> Solution:
@@ -877,6 +902,12 @@ def solve_constrained(model, rel_gap: float = DEFAULT_REL_GAP, time_limit: float
     if unreachable:
         return Solution(status=Status.INFEASIBLE, message=f"infeasible: {unreachable}")
     convex, why = _convexity(model)
+    if convex:
+        groups = domain_structure(prog)
+        if groups is not None:
+            sol = _solve_by_domains(model, prog, groups, rel_gap, deadline)
+            if sol is not None:
+                return sol
     k = prog.k
     blocks = prog.components()
     if len(blocks) == 1 and blocks[0][0].size == k and len(blocks[0][1]) == prog.m:

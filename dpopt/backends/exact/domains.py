@@ -1,0 +1,215 @@
+"""Domain precision targets on the objective's own scale, solved exactly by nested marginal allocation.
+
+The common design of stratallo's ``dopt`` with DP noise: a fixed total Σ n = η, box bounds, and one or
+more precision targets, each on a *domain* (a set of strata) whose row weights are the objective's weights
+on that domain times a constant (the variance of the domain mean under the population-mean objective:
+both weigh stratum i by N_i²). Domains are disjoint. Then, with φ_i the objective term of stratum i and
+F_d(m) = min{Σ_{i∈d} φ_i(n_i) : Σ_{i∈d} n_i = m, box}, a target reads F_d(m_d) ≤ c_d, and the program is
+
+    minimise Σ_d F_d(m_d) + Σ_{free i} φ_i(n_i)   subject to   Σ_d m_d + Σ_{free i} n_i = η,
+                                                                F_d(m_d) ≤ c_d.
+
+Each F_d is discretely convex (the value of a separable convex allocation; its marginals are the domain's
+increments in increasing order), so {m : F_d(m) ≤ c_d} is an integer interval [m_lo, m_hi], and the
+program is a separable convex allocation with bounds on the domain totals. Marginal allocation is exact
+for it: give each domain its smallest feasible total m_lo (the domain's own greedy until F_d ≤ c_d), then
+the remaining units one by one to the smallest increment anywhere, closing a domain when its next unit
+would break its target. The answer carries an exchange certificate (no unit moved between two domains
+or free strata lowers the objective), checked on the computed increments. Requires discretely convex
+terms (``convexity_verified``); anything else goes to the general solver in :mod:`.constrained`.
+See docs/constrained.md.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import numpy as np
+
+from ...formulations.separable import SeparableProgram
+
+_BLOCK = 64            # increments computed per stratum at a time
+_RTOL = 1e-12          # proportionality of a row's weights to the objective's
+
+
+def domain_structure(prog: SeparableProgram):
+    """``[(positions, cap, rows)]`` when every nonlinear row is a ≤ target on a domain with the objective's
+    weights times a constant (``cap`` in objective units), the domains are disjoint and the one linear row
+    is the total Σ n = η; else None."""
+    obj = prog.objective
+    if obj.W is None or (obj.a is not None and np.any(obj.a != 0)):
+        return None
+    linear = [l for l, r in enumerate(prog.rows) if r.W is None]
+    if len(linear) != 1:
+        return None
+    tot = prog.rows[linear[0]]
+    if tot.sense != "==" or tot.a is None or not np.all(tot.a == 1.0):
+        return None
+    owner = np.full(prog.k, -1)
+    groups: list[list] = []
+    for l, r in enumerate(prog.rows):
+        if l == linear[0]:
+            continue
+        if r.sense != "<=" or (r.a is not None and np.any(r.a != 0)):
+            return None
+        S = np.flatnonzero(np.any(r.W != 0, axis=1))
+        if S.size == 0:
+            return None
+        W0, Wl = obj.W[S], r.W[S]
+        mask = W0 != 0
+        if np.any((Wl != 0) != mask) or not np.any(mask):
+            return None
+        ratio = Wl[mask] / W0[mask]
+        s = float(np.median(ratio))
+        if not (s > 0 and np.all(np.abs(ratio - s) <= _RTOL * s)):
+            return None
+        cap = r.rhs / s
+        taken = np.unique(owner[S])
+        if taken.size == 1 and taken[0] >= 0 and np.array_equal(groups[taken[0]][0], S):
+            g = groups[taken[0]]               # a second target on the same domain: the tighter one binds
+            g[1] = min(g[1], cap)
+            g[2].append(l)
+            continue
+        if np.any(owner[S] >= 0):
+            return None                        # overlapping domains: not this structure
+        owner[S] = len(groups)
+        groups.append([S, cap, [l]])
+    if not groups:
+        return None
+    return [(S, cap, rows) for S, cap, rows in groups]
+
+
+class _Increments:
+    """φ_i(n + 1) − φ_i(n) of the objective terms, computed in blocks of ``_BLOCK`` values per stratum."""
+
+    def __init__(self, prog: SeparableProgram, n: np.ndarray):
+        self.prog = prog
+        self.W = prog.objective.W
+        self.start = n.copy()
+        self.block: dict[int, np.ndarray] = {}
+        idx = np.flatnonzero(n < prog.upper)
+        if idx.size:
+            self._fill(idx, n[idx])
+
+    def _fill(self, idx, start):
+        m = (start[:, None] + np.arange(_BLOCK)[None, :]).ravel().astype(float)
+        ii = np.repeat(idx, _BLOCK)
+        ok = m < self.prog.upper[ii]
+        D = np.full(m.size, np.inf)
+        if np.any(ok):
+            inc = self.prog.increment_matrix(m[ok], ii[ok])
+            D[ok] = np.sum(self.W[ii[ok]] * inc, axis=1)
+        D = D.reshape(idx.size, _BLOCK)
+        for p, i in enumerate(idx):
+            self.block[int(i)] = D[p]
+            self.start[i] = start[p]
+
+    def at(self, i: int, v: int) -> float:
+        """The increment of stratum i from v to v + 1 (inf at its upper bound)."""
+        if v >= self.prog.upper[i]:
+            return math.inf
+        off = v - int(self.start[i])
+        if not 0 <= off < _BLOCK:
+            self._fill(np.array([i]), np.array([v], dtype=np.int64))
+            off = 0
+        return float(self.block[i][off])
+
+
+def solve_domains(prog: SeparableProgram, groups, deadline=None):
+    """The exact integer optimum of a program with :func:`domain_structure` ``groups`` (terms discretely
+    convex), as ``(n, certificate slack, note)``; ``("infeasible", reason)`` when a target is below what
+    its domain can reach or the total cannot be met; None when the deadline passes."""
+    k = prog.k
+    eta = int(round(next(r.rhs for r in prog.rows if r.W is None)))
+    lo, hi = prog.lower.astype(np.int64), prog.upper.astype(np.int64)
+    if lo.sum() > eta or hi.sum() < eta:
+        return "infeasible", f"the total {eta} lies outside [Σ lower, Σ upper] = [{lo.sum()}, {hi.sum()}]"
+    n = lo.copy()
+    inc = _Increments(prog, n)
+    T = prog.unit_matrix(n.astype(float))
+    phi = np.sum(prog.objective.W * T, axis=1)
+    group_of = np.full(k, -1)
+    F, cap, forced = [], [], []
+    for g, (S, c, _rows) in enumerate(groups):
+        group_of[S] = g
+        F.append(math.fsum(phi[S]))
+        cap.append(c)
+    used = int(n.sum())
+    # phase 1: each domain's smallest total meeting its target (its own marginal allocation)
+    for g, (S, c, _rows) in enumerate(groups):
+        heap = [(inc.at(int(i), int(n[i])), int(i)) for i in S if n[i] < hi[i]]
+        heapq.heapify(heap)
+        steps = 0
+        while F[g] > c:
+            if not heap or heap[0][0] >= 0:
+                return "infeasible", (f"domain target {g + 1} is below what its strata can reach (its smallest "
+                                      f"value, {F[g]:.6g} on the objective's scale, exceeds {c:.6g})")
+            d, i = heapq.heappop(heap)
+            F[g] += d
+            n[i] += 1
+            used += 1
+            steps += 1
+            if used > eta:
+                return "infeasible", "the domain targets together need more than the total sample size"
+            if n[i] < hi[i]:
+                heapq.heappush(heap, (inc.at(i, int(n[i])), i))
+            if deadline is not None and steps % 4096 == 0 and deadline.passed():
+                return None
+        forced.append(int(n[S].sum()))
+    # phase 2: the remaining units, each to the smallest increment whose domain stays within its target
+    closed = [False] * len(groups)
+    heap = [(inc.at(int(i), int(n[i])), int(i)) for i in range(k) if n[i] < hi[i]]
+    heapq.heapify(heap)
+    steps = 0
+    while used < eta:
+        if not heap:
+            return "infeasible", "the domain targets leave too little room for the total sample size"
+        d, i = heapq.heappop(heap)
+        g = group_of[i]
+        if g >= 0:
+            if closed[g]:
+                continue
+            if F[g] + d > cap[g]:
+                closed[g] = True           # its increments only grow from here: the domain is full
+                continue
+            F[g] += d
+        n[i] += 1
+        used += 1
+        steps += 1
+        if n[i] < hi[i]:
+            heapq.heappush(heap, (inc.at(i, int(n[i])), i))
+        if deadline is not None and steps % 4096 == 0 and deadline.passed():
+            return None
+    slack = _exchange_slack(n, lo, hi, inc, group_of, groups, forced, F, cap)
+    return n, slack, f"nested marginal allocation over {len(groups)} domain(s)"
+
+
+def _exchange_slack(n, lo, hi, inc, group_of, groups, forced, F, cap) -> float:
+    """min over pairs of groups g ≠ h of (next marginal of g) − (last removable marginal of h): ≥ 0 proves
+    the allocation of the domain totals optimal (free strata are groups of one)."""
+    last: list[tuple[float, int]] = []      # (marginal saved by removing the group's last unit, group)
+    nxt: list[tuple[float, int]] = []       # (marginal of the group's next unit, group)
+    G = len(groups)
+    for g, (S, _c, _rows) in enumerate(groups):
+        taken = [inc.at(int(i), int(n[i]) - 1) for i in S if n[i] > lo[i]]
+        if int(n[S].sum()) > forced[g] and taken:
+            last.append((max(taken), g))
+        room = [inc.at(int(i), int(n[i])) for i in S if n[i] < hi[i]]
+        if room and F[g] + min(room) <= cap[g]:
+            nxt.append((min(room), g))
+    for i in np.flatnonzero(group_of < 0):
+        if n[i] > lo[i]:
+            last.append((inc.at(int(i), int(n[i]) - 1), G + int(i)))
+        if n[i] < hi[i]:
+            nxt.append((inc.at(int(i), int(n[i])), G + int(i)))
+    if not last or not nxt:
+        return math.inf
+    last.sort(reverse=True)
+    nxt.sort()
+    best = math.inf
+    for a, ga in last[:2]:
+        for b, gb in nxt[:2]:
+            if ga != gb:
+                best = min(best, b - a)
+    return best
