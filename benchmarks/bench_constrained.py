@@ -96,6 +96,8 @@ def binding(model, sol) -> str:
         return "-"
     lam = sol.details.get("multipliers")
     if lam is None:
+        lam = sol.details.get("binding_rows")      # the domains route: targets that move the optimum
+    if lam is None:
         return "?"
     kinds = [r.kind for r in program_of(model).rows]
     active = sum(1 for kind, v in zip(kinds, lam) if kind == "precision" and v > 0)

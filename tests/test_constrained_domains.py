@@ -96,3 +96,32 @@ def test_mid_size_agrees_with_the_general_route(monkeypatch, mech, eps):
     assert general.details.get("method") != "domains"
     assert general.certificate.lower_bound <= fast.objective * (1 + 1e-9)
     assert fast.objective <= general.objective * (1 + 1e-12)
+
+
+def test_binding_targets_are_those_that_move_the_optimum():
+    """A target is reported binding exactly when dropping it lowers the optimum (re-solved without it)."""
+    rs = np.random.default_rng(5)
+    k = 40
+    N = rs.integers(200, 3000, size=k)
+    S2 = 10.0 ** rs.uniform(-1, 2, size=k)
+    parts = np.array_split(rs.permutation(k), 5)
+    factors = [0.97, 1.5, 0.98, 1.2, 1.04]
+
+    def design(skip=None):
+        d = StratifiedDesign(N, S2, 1200, 1.0, labels=[f"s{i}" for i in range(k)])
+        base = d.solve()
+        for p, part in enumerate(parts):
+            if p == skip:
+                continue
+            dom = [d.labels[i] for i in sorted(part)]
+            d.add_precision_target(1.0, strata=dom)
+            v = d.precision_value(d.precision_targets[-1], base.n)
+            d.precision_targets[-1] = d._precision_target(v * factors[p], dom, None, "variance", None, "mean", "")
+        return d
+
+    sol = design().solve()
+    assert sol.status == dpopt.Status.OPTIMAL and sol.details["method"] == "domains"
+    rows = program_of(design()).rows
+    flags = [bool(b) for r, b in zip(rows, sol.details["binding_rows"]) if r.kind == "precision"]
+    moved = [design(skip=p).solve().objective < sol.objective * (1 - 1e-12) for p in range(len(parts))]
+    assert flags == moved and any(flags) and not all(flags)

@@ -867,7 +867,7 @@ def _solve_by_domains(model, prog, groups, rel_gap, deadline):
         return None
     if isinstance(res[0], str):
         return Solution(status=Status.INFEASIBLE, message=f"infeasible: {res[1]}")
-    n, slack, note = res
+    n, slack, note, binding = res
     if not _feasible(prog, n):
         return None
     obj = prog.evaluate(n.astype(float))[0]
@@ -878,8 +878,11 @@ def _solve_by_domains(model, prog, groups, rel_gap, deadline):
                        slack=slack, message=f"{note}: no unit moved between two domains or free strata lowers "
                                             "the objective (discretely convex terms)")
     sol = model.make_solution(n=n, status=Status.OPTIMAL, certificate=cert, message=note, rel_gap=rel_gap)
+    bind = np.zeros(prog.m, dtype=bool)
+    for (_S, _cap, rows), b in zip(groups, binding):
+        bind[rows] = b
     sol.details.update(lower_bound=cert.lower_bound, integrality_gap=gap, method="domains",
-                       row_names=[r.name for r in prog.rows])
+                       row_names=[r.name for r in prog.rows], binding_rows=bind)
     return sol
 
 

@@ -118,7 +118,8 @@ class _Increments:
 
 def solve_domains(prog: SeparableProgram, groups, deadline=None):
     """The exact integer optimum of a program with :func:`domain_structure` ``groups`` (terms discretely
-    convex), as ``(n, certificate slack, note)``; ``("infeasible", reason)`` when a target is below what
+    convex), as ``(n, certificate slack, note, binding)`` (``binding[g]``: domain g's target moves the
+    optimum: it was held at its least feasible total above the price of a unit, or closed at its cap); ``("infeasible", reason)`` when a target is below what
     its domain can reach or the total cannot be met; None when the deadline passes."""
     k = prog.k
     eta = int(round(next(r.rhs for r in prog.rows if r.W is None)))
@@ -130,7 +131,7 @@ def solve_domains(prog: SeparableProgram, groups, deadline=None):
     T = prog.unit_matrix(n.astype(float))
     phi = np.sum(prog.objective.W * T, axis=1)
     group_of = np.full(k, -1)
-    F, cap, forced = [], [], []
+    F, cap, forced, last_forced = [], [], [], []
     for g, (S, c, _rows) in enumerate(groups):
         group_of[S] = g
         F.append(math.fsum(phi[S]))
@@ -141,12 +142,14 @@ def solve_domains(prog: SeparableProgram, groups, deadline=None):
         heap = [(inc.at(int(i), int(n[i])), int(i)) for i in S if n[i] < hi[i]]
         heapq.heapify(heap)
         steps = 0
+        last = -math.inf
         while F[g] > c:
             if not heap or heap[0][0] >= 0:
                 return "infeasible", (f"domain target {g + 1} is below what its strata can reach (its smallest "
                                       f"value, {F[g]:.6g} on the objective's scale, exceeds {c:.6g})")
             d, i = heapq.heappop(heap)
             F[g] += d
+            last = d
             n[i] += 1
             used += 1
             steps += 1
@@ -157,8 +160,10 @@ def solve_domains(prog: SeparableProgram, groups, deadline=None):
             if deadline is not None and steps % 4096 == 0 and deadline.passed():
                 return None
         forced.append(int(n[S].sum()))
+        last_forced.append(last)
     # phase 2: the remaining units, each to the smallest increment whose domain stays within its target
     closed = [False] * len(groups)
+    price = -math.inf                      # the largest increment phase 2 paid: the price of a unit
     heap = [(inc.at(int(i), int(n[i])), int(i)) for i in range(k) if n[i] < hi[i]]
     heapq.heapify(heap)
     steps = 0
@@ -174,6 +179,7 @@ def solve_domains(prog: SeparableProgram, groups, deadline=None):
                 closed[g] = True           # its increments only grow from here: the domain is full
                 continue
             F[g] += d
+        price = max(price, d)
         n[i] += 1
         used += 1
         steps += 1
@@ -181,8 +187,10 @@ def solve_domains(prog: SeparableProgram, groups, deadline=None):
             heapq.heappush(heap, (inc.at(i, int(n[i])), i))
         if deadline is not None and steps % 4096 == 0 and deadline.passed():
             return None
+    binding = [closed[g] or (int(n[S].sum()) == forced[g] and last_forced[g] > price)
+               for g, (S, _c, _rows) in enumerate(groups)]
     slack = _exchange_slack(n, lo, hi, inc, group_of, groups, forced, F, cap)
-    return n, slack, f"nested marginal allocation over {len(groups)} domain(s)"
+    return n, slack, f"nested marginal allocation over {len(groups)} domain(s)", binding
 
 
 def _exchange_slack(n, lo, hi, inc, group_of, groups, forced, F, cap) -> float:
