@@ -11,7 +11,9 @@ from . import io
 from .compare import CompareResult, compare
 from .datasets import load_gapminder, toy_hierarchy
 from .models import Model, StratifiedDesign
-from .models.hierarchy import Hierarchy, HierarchyBudget, truncated_laplace_moments
+from .models.hierarchy import HierarchyBudget
+from .models.tree import Hierarchy
+from .privacy.truncated_laplace import truncated_laplace_moments
 from .models.importance import (ImportanceSampling, amplified_loss, bisect_optimal_weights, calibrate_epsilon,
                                 calibrate_noise_scale, coreset_probabilities, linear_optimal_weights,
                                 uniform_probabilities)

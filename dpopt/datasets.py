@@ -17,7 +17,7 @@ from types import MappingProxyType
 import numpy as np
 
 from . import _validate as V
-from .models.hierarchy import Hierarchy
+from .models.tree import Hierarchy
 from .models.stratified import StratifiedDesign
 
 #: Chen et al. Table 1: four strata, population mean, total sample size 200.

@@ -282,7 +282,7 @@ def stratified_design_from_frame(frame, strata: str, y, total, epsilon, *, pilot
 
 # ---------------------------------------------------------------------------------- hierarchies
 def hierarchy_from_frame(frame, levels, *, count: str | None = None, root: str | None = "Total", **kw):
-    """A :class:`~dpopt.models.hierarchy.Hierarchy` of counts by nested geography columns.
+    """A :class:`~dpopt.models.tree.Hierarchy` of counts by nested geography columns.
 
     ``levels`` lists the columns from the coarsest down (e.g. ``["state", "county", "tract"]``). Each row is
     one unit, or carries its count in ``count``. A node is identified by its whole path, so two counties of
@@ -291,7 +291,7 @@ def hierarchy_from_frame(frame, levels, *, count: str | None = None, root: str |
     (None: the first level is the top). Rows whose value of a column nests under two different parents
     cannot happen by construction (the path is the node); NaN or empty values raise naming the column.
     """
-    from .models.hierarchy import Hierarchy
+    from .models.tree import Hierarchy
 
     fr = Frame(frame, "frame")
     if isinstance(levels, str) or not isinstance(levels, Sequence) or not levels:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from .. import _validate as V
-from ..models.hierarchy import DEFAULT_EPS_MIN, Hierarchy, HierarchyBudget
+from ..models.hierarchy import DEFAULT_EPS_MIN, HierarchyBudget
+from ..models.tree import Hierarchy
 from .modelfile import ModelFileError, register_family, resolve_path, take
 
 

@@ -35,6 +35,7 @@ import numpy as np
 
 from .. import _validate as V
 from ..privacy.amplification import nominal_epsilon
+from ..privacy.mechanisms import laplace_variance
 from ..result import Certificate, Solution, Status
 from .base import Model, honest_status
 
@@ -309,7 +310,7 @@ class SampleSizeProgram(Model):
     def noise_variance(self, n) -> np.ndarray:
         """2·(Δ(n)/ε_n)², the Laplace noise variance at the amplified budget."""
         x = np.asarray(n, dtype=float)
-        return 2.0 * (self.sensitivity_at(x) / self.epsilon_n(x)) ** 2
+        return laplace_variance(self.epsilon_n(x), self.sensitivity_at(x))[0]
 
     def variance(self, n) -> np.ndarray:
         """V_n = sampling variance + noise variance (vectorised; n may be real in [1, N])."""
@@ -335,7 +336,7 @@ class SampleSizeProgram(Model):
         if self.kind == "constant" or self.sensitivity_trend == "nondecreasing":
             return self.noise_variance(a)
         if self.sensitivity_trend == "nonincreasing":
-            return 2.0 * (self.sensitivity_at(b) / self.epsilon_n(a)) ** 2
+            return laplace_variance(self.epsilon_n(a), self.sensitivity_at(b))[0]
         raise ValueError("no interval bound for a callable sensitivity without sensitivity_trend")
 
     @property

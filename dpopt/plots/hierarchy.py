@@ -46,7 +46,7 @@ def simulation_data(hierarchy=None, epsilon_total=1.0, trials=20000, seed=0, **k
 
 def _small_tree():
     """A 3-level tree with a zero count (truncation bias is visible): 12; 7, 5; 3, 4 | 0, 5."""
-    from ..models.hierarchy import Hierarchy
+    from ..models.tree import Hierarchy
     return Hierarchy.from_levels([[12], [7, 5], [3, 4, 0, 5]], [None, [0, 0], [0, 0, 1, 1]],
                                  name="small tree 12; 7, 5; 3, 4 | 0, 5")
 

@@ -3,10 +3,12 @@
 from .amplification import (amplified_delta, amplified_epsilon, amplified_epsilon_delta, log_expm1,
                             nominal_delta, nominal_epsilon, nominal_epsilon_delta)
 from .mechanisms import (MECHANISMS, DiscreteLaplace, Laplace, Mechanism, TuLap, get_mechanism,
-                         noise_variance)
+                         laplace_variance, noise_variance)
+from .truncated_laplace import truncated_laplace_moments
 
 __all__ = [
     "amplified_epsilon", "nominal_epsilon", "amplified_delta", "nominal_delta",
     "amplified_epsilon_delta", "nominal_epsilon_delta", "log_expm1",
     "Mechanism", "Laplace", "DiscreteLaplace", "TuLap", "MECHANISMS", "get_mechanism", "noise_variance",
+    "laplace_variance", "truncated_laplace_moments",
 ]

@@ -189,6 +189,17 @@ class Mechanism:
         return f"{type(self).__name__}()"
 
 
+def laplace_variance(epsilon, sensitivity=1.0, order: int = 0) -> tuple:
+    """(2Δ²/ε², and for ``order`` ≥ 1 its ε-derivatives −4Δ²/ε³, 12Δ²/ε⁴): the Laplace noise variance, the one
+    home of the formula. Plain arithmetic, so ε may be a float, a numpy array or a Pyomo expression; not
+    validated (callers check their inputs)."""
+    v = 2.0 * (sensitivity / epsilon) ** 2
+    if order <= 0:
+        return (v,)
+    d1 = -2.0 * v / epsilon
+    return (v, d1) if order == 1 else (v, d1, -3.0 * d1 / epsilon)
+
+
 class Laplace(Mechanism):
     """Laplace mechanism: noise Lap(0, Δ/ε), variance 2Δ²/ε²."""
 
@@ -199,7 +210,7 @@ class Laplace(Mechanism):
     def variance(self, epsilon, sensitivity=1.0):
         eps, d = _budget(epsilon), _scale(sensitivity)
         with np.errstate(over="ignore"):
-            return _finite_variance(2.0 * (d / eps) ** 2, eps, d)
+            return _finite_variance(laplace_variance(eps, d)[0], eps, d)
 
     def remainder(self, epsilon, sensitivity=1.0):
         return np.zeros_like(np.asarray(epsilon, dtype=float))

@@ -56,7 +56,7 @@ def release_hierarchy(hierarchy, epsilon_per_level, *, sensitivity: float = 1.0,
                       ledger: PrivacyLedger | None = None, name: str = "") -> HierarchyRelease:
     """Release every node count of ``hierarchy`` (the confidential counts) with budgets ``epsilon_per_level``
     (an array or a HierarchyBudget Solution). ``ledger`` (default: total Σ ε_ℓ) is charged first."""
-    from ..models.hierarchy import Hierarchy
+    from ..models.tree import Hierarchy
     from ..simulate.hierarchy import _project_groups
 
     dp = _opendp.require_opendp()

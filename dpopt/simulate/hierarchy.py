@@ -14,7 +14,7 @@ import sys
 import numpy as np
 
 from .. import _validate as V
-from ..models.hierarchy import Hierarchy
+from ..models.tree import Hierarchy
 
 
 def _project_groups(vals: np.ndarray, group: np.ndarray, target: np.ndarray) -> np.ndarray:

@@ -31,6 +31,7 @@ import numpy as np
 
 from ...models.sample_size import SampleSizeProgram
 from ...privacy.amplification import log_expm1
+from ...privacy.mechanisms import laplace_variance
 from ...registry import register
 from ...result import Certificate, Solution, Status
 from ... import _validate as V
@@ -91,7 +92,7 @@ def solve_pyomo(model: SampleSizeProgram, solver: str = "scip", time_limit: floa
                                              f"(build it from +, *, /, ** and pyomo functions): {exc}")
     grid = np.unique(np.round(np.geomspace(1.0, N, 64)))
     VN = float(np.min(model.variance(grid)))   # objective scale
-    m.obj = pyo.Objective(expr=(model.S2 * (1.0 / m.n - 1.0 / N) + 2.0 * delta ** 2 / eps_n ** 2) / VN,
+    m.obj = pyo.Objective(expr=(model.S2 * (1.0 / m.n - 1.0 / N) + laplace_variance(eps_n, delta)[0]) / VN,
                           sense=pyo.minimize)
     options = {**_TIGHT, **PY.limit_options(key, opts), **opts.solver_options}
     details = opts.details()
