@@ -23,7 +23,7 @@ from .models.sample_size import (SampleSizeProgram, amplified_nominal_epsilon, e
 from .models.sample_size_study import SampleSizeStudy
 from .registry import available_backends
 from .result import Certificate, CertificateKind, Solution, Status
-from .simulate.hierarchy import monte_carlo
+from .simulate.hierarchy import monte_carlo, simulate_hierarchy
 # dpopt.release is the OpenDP release package; called as a function it still runs the Monte Carlo
 # simulator it used to name, with a DeprecationWarning (see dpopt/release/__init__.py)
 from . import release  # noqa: E402
@@ -48,7 +48,7 @@ __all__ = [
     "privacy", "datasets", "io", "Model", "StratifiedDesign", "MinCostDesign", "Hierarchy", "HierarchyBudget", "SampleSizeProgram",
     "SampleSizeStudy", "ImportanceSampling", "Solution", "Certificate", "CertificateKind", "Status", "available_backends", "compare", "CompareResult",
     "build_pyomo_model", "build_cvxpy_problem", "load_gapminder", "toy_hierarchy", "truncated_laplace_moments",
-    "release", "monte_carlo", "noise_ratio", "epsilon_for_noise_ratio", "q_bound", "rate_for_q_bound",
+    "release", "simulate_hierarchy", "monte_carlo", "noise_ratio", "epsilon_for_noise_ratio", "q_bound", "rate_for_q_bound",
     "no_gain_bound", "amplified_nominal_epsilon", "amplified_loss", "calibrate_epsilon", "calibrate_noise_scale",
     "uniform_probabilities", "coreset_probabilities", "linear_optimal_weights", "bisect_optimal_weights",
     "simulate_sample_size", "smooth_sensitivity_median", "__version__",

@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 
 import dpopt
-from dpopt.models.sample_size import (amplified_nominal_epsilon, epsilon_for_noise_ratio, noise_ratio, q_bound,
+from dpopt.privacy import nominal_epsilon
+from dpopt.models.sample_size import (epsilon_for_noise_ratio, noise_ratio, q_bound,
                                       rate_for_q_bound)
 from dpopt.plots import sample_size as figs
 from dpopt.plots import example_args, report_written
@@ -31,8 +32,8 @@ def amplification():
     rates = [0.001, 0.01, 0.1, 0.5, 1.0]
     print("eps \\ rate " + "".join(f"{r:>9g}" for r in rates))
     for e in (0.1, 0.5, 1.0):
-        print(f"{e:9g}  " + "".join(f"{float(amplified_nominal_epsilon(e, r)):9.4f}" for r in rates))
-    print(f"1% sample at eps = 1: eps_n = {float(amplified_nominal_epsilon(1.0, 0.01)):.4f}   paper: {PAPER_EPS_N}")
+        print(f"{e:9g}  " + "".join(f"{float(nominal_epsilon(e, r)):9.4f}" for r in rates))
+    print(f"1% sample at eps = 1: eps_n = {float(nominal_epsilon(1.0, 0.01)):.4f}   paper: {PAPER_EPS_N}")
 
 
 def q_curves():
@@ -55,7 +56,7 @@ def r_equals_one(quick):
     naive = (q * np.log(1 + (1 / q) * (np.exp(grid) - 1)) / grid) ** 2      # the paper's formula, float64
     e_art = float(grid[np.flatnonzero(naive >= 1).max()])
     print(f"rate 1e-4, naive float64 evaluation: r >= 1 up to eps = {e_art:.3g} (log eps = {math.log(e_art):.1f}), "
-          f"eps_n = {float(amplified_nominal_epsilon(e_art, q)):.3g}   paper: eps_n < {PAPER_FIG5_EPS_N:g}")
+          f"eps_n = {float(nominal_epsilon(e_art, q)):.3g}   paper: eps_n < {PAPER_FIG5_EPS_N:g}")
     print(f"  exact there: 1 - r = {1 - float(noise_ratio(e_art, q)):.3g} "
           f"(eps (1-q)/q = {e_art * (1 - q) / q:.3g}) -- r < 1; the naive value is rounding error ~1e-16/eps")
     try:

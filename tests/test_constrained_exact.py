@@ -260,7 +260,7 @@ def test_two_variable_budget_shares_compose_to_epsilon():
     nb = d.nominal_budgets([20, 20])
     # the variables' budgets add up to the person's nominal budget, which amplifies back to ε
     assert np.allclose(nb["epsilon_variable"].sum(axis=1), nb["epsilon"])
-    amp = dpopt.privacy.amplification.amplified_epsilon(nb["epsilon"], np.array([20 / 100, 20 / 200]))
+    amp = dpopt.privacy.amplification.central_epsilon(nb["epsilon"], np.array([20 / 100, 20 / 200]))
     assert np.allclose(amp, 1.0)
     with pytest.raises(ValueError, match="variable must name"):
         d.add_precision_target(1.0)

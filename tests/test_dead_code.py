@@ -23,10 +23,10 @@ def test_scheme_has_no_effect_and_is_deprecated():
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("error")                         # no warning without the argument
-        base = privacy.amplified_epsilon(1.0, 0.5), privacy.nominal_epsilon(1.0, 0.5)
+        base = privacy.central_epsilon(1.0, 0.5), privacy.nominal_epsilon(1.0, 0.5)
     for scheme in ("srswor", "poisson"):
         with pytest.warns(DeprecationWarning, match="scheme= has no effect"):
-            assert privacy.amplified_epsilon(1.0, 0.5, scheme=scheme) == base[0]
+            assert privacy.central_epsilon(1.0, 0.5, scheme=scheme) == base[0]
         with pytest.warns(DeprecationWarning, match="scheme= has no effect"):
             assert privacy.nominal_epsilon(1.0, 0.5, scheme=scheme) == base[1]
 

@@ -31,7 +31,7 @@ def test_laplace_variance_and_derivatives(eps, delta):
 
 def test_models_use_the_shared_formulas():
     h = dpopt.toy_hierarchy()
-    m = HierarchyBudget(h, 2.0, objective="laplace-variance")
+    m = HierarchyBudget(h, 2.0, loss="laplace-variance")
     eps = m.uniform_split()
     F, F1, F2 = m.level_terms(eps[1], 1)
     n = h.sizes[1]
@@ -39,6 +39,6 @@ def test_models_use_the_shared_formulas():
     assert (F, F1, F2) == pytest.approx(tuple(n * t for t in v), rel=1e-15)
     s = dpopt.SampleSizeProgram(1000, 2.0, 1.0, sensitivity=1.5)
     x = np.array([10.0, 500.0])
-    assert s.noise_variance(x) == pytest.approx(2 * 1.5 ** 2 / s.epsilon_n(x) ** 2, rel=1e-15)
+    assert s.noise_variance_at(x) == pytest.approx(2 * 1.5 ** 2 / s.epsilon_n(x) ** 2, rel=1e-15)
     tm = m.node_mse(eps[0], 0)
     assert tm == pytest.approx(privacy.laplace_variance(eps[0], 1.0)[0], rel=1e-15)

@@ -11,7 +11,7 @@ import pytest
 
 from dpopt.models.hierarchy import Hierarchy, HierarchyBudget, load_gapminder, toy_hierarchy, truncated_laplace_moments
 from dpopt.io.modelfile import ModelFileError, from_dict
-from dpopt.simulate.hierarchy import _project_groups, monte_carlo, release
+from dpopt.simulate.hierarchy import _project_groups, release, simulate_hierarchy
 
 PAPER = np.array([0.2519, 0.3174, 0.4307])
 
@@ -111,7 +111,7 @@ def test_prop4_bounds_and_closed_forms():
 def test_laplace_variance_closed_form():
     h = random_tree(4)
     w = np.array([1.0, 2.0, 0.5])
-    sol = HierarchyBudget(h, 2.0, weights=w, objective="laplace-variance").solve()
+    sol = HierarchyBudget(h, 2.0, weights=w, loss="laplace-variance").solve()
     a = np.cbrt(w * np.array(h.sizes))
     assert np.allclose(sol.epsilon, 2.0 * a / a.sum(), rtol=1e-12)
 
@@ -175,7 +175,7 @@ def test_monte_carlo_matches_closed_form_within_confidence():
     the chance of a false failure is < 1e-5."""
     h = Hierarchy.from_levels([[6], [4, 2], [1, 3, 0, 2]], [None, [0, 0], [0, 0, 1, 1]])
     eps = np.array([0.4, 0.6, 0.9])
-    mc = monte_carlo(h, eps, trials=60000, seed=11, batch=20000)
+    mc = simulate_hierarchy(h, eps, trials=60000, seed=11, batch=20000)
     for l in range(3):
         cf = truncated_laplace_moments(eps[l], h.counts[l])
         assert np.all(np.abs(mc["bias"][l] - cf["bias"]) <= 5 * mc["bias_se"][l])
@@ -190,8 +190,8 @@ def test_monte_carlo_consistency_keeps_top_level_and_sums():
     identical; below, every released child set sums to its parent (so mean totals agree per trial)."""
     h = Hierarchy.from_levels([[6], [4, 2], [1, 3, 0, 2]], [None, [0, 0], [0, 0, 1, 1]])
     eps = np.array([0.4, 0.6, 0.9])
-    plain = monte_carlo(h, eps, trials=4000, seed=3)
-    cons = monte_carlo(h, eps, trials=4000, seed=3, consistency=True)
+    plain = simulate_hierarchy(h, eps, trials=4000, seed=3)
+    cons = simulate_hierarchy(h, eps, trials=4000, seed=3, consistency=True)
     assert cons["bias2"][0] == plain["bias2"][0] and cons["variance"][0] == plain["variance"][0]
     # mean bias of the children of the root sums to the root's mean bias
     assert math.isclose(float(np.sum(cons["bias"][1])), float(cons["bias"][0][0]), rel_tol=1e-9, abs_tol=1e-9)
@@ -261,8 +261,8 @@ def test_model_validation_errors():
         HierarchyBudget(h, 1.0, mse_target=3.0)
     with pytest.raises(ValueError, match="unattainable"):
         HierarchyBudget(h, mse_target=1e-6)
-    with pytest.raises(ValueError, match="objective"):
-        HierarchyBudget(h, 1.0, objective="gauss")
+    with pytest.raises(ValueError, match="loss"):
+        HierarchyBudget(h, 1.0, loss="gauss")
     with pytest.raises(ValueError, match="L\\*epsilon_min"):
         HierarchyBudget(h, 1e-3, epsilon_min=0.01)
     with pytest.raises(TypeError, match="bogus"):

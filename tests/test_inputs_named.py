@@ -15,7 +15,7 @@ from dpopt.models.importance import ImportanceSampling
 from dpopt.models.sample_size import noise_ratio
 from dpopt.privacy import DiscreteLaplace, Laplace, Mechanism, TuLap
 from dpopt.result import Solution, Status
-from dpopt.simulate.hierarchy import monte_carlo
+from dpopt.simulate.hierarchy import simulate_hierarchy
 
 TABLE1 = dict(N=[400, 300, 200, 100], sigma2=[1.0, 4.0, 9.0, 16.0], total=80, epsilon=1.0)
 
@@ -135,14 +135,14 @@ def test_user_variance_nan_later_is_refused_or_an_error_status(backend):
     (lambda: _budget().node_mse(1.0, 7), ValueError, "level"),
     (lambda: _budget().node_mse(1.0, -1), ValueError, "level"),
     (lambda: _budget().node_mse(1.0, 1.5), ValueError, "level"),
-    (lambda: monte_carlo("x", [1.0]), TypeError, "hierarchy"),
-    (lambda: monte_carlo(_budget().hierarchy, [1.0]), ValueError, "epsilon_per_level"),
-    (lambda: monte_carlo(_budget().hierarchy, [1.0] * 3, consistency="no"), TypeError, "consistency"),
+    (lambda: simulate_hierarchy("x", [1.0]), TypeError, "hierarchy"),
+    (lambda: simulate_hierarchy(_budget().hierarchy, [1.0]), ValueError, "epsilon_per_level"),
+    (lambda: simulate_hierarchy(_budget().hierarchy, [1.0] * 3, consistency="no"), TypeError, "consistency"),
     (lambda: Hierarchy.from_table("/missing.csv"), ValueError, "tree table /missing.csv: cannot read"),
     (lambda: Hierarchy.from_table(5), TypeError, "rows"),
     (lambda: noise_ratio("x", 0.5), TypeError, "epsilon"),
     (lambda: noise_ratio(1.0, "0.5"), TypeError, "rate"),
-    (lambda: dpopt.privacy.amplified_epsilon(1.0, 2.0), ValueError, "q"),
+    (lambda: dpopt.privacy.central_epsilon(1.0, 2.0), ValueError, "q"),
     (lambda: dpopt.privacy.nominal_epsilon("1", 0.5), TypeError, "epsilon"),
     (lambda: ImportanceSampling.laplace_sum([[1.0, 2.0]], 1.0, 5.0, norm=-1), ValueError, "norm"),
     (lambda: ImportanceSampling.laplace_sum([[1.0, 2.0]], 1.0, 5.0, norm=0), ValueError, "norm"),

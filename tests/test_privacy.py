@@ -20,38 +20,38 @@ def _amp_exact(e, q):
 @pytest.mark.parametrize("eps", EPS)
 @pytest.mark.parametrize("q", RATES)
 def test_amplification_matches_high_precision(eps, q):
-    got = privacy.amplified_epsilon(eps, q)
+    got = privacy.central_epsilon(eps, q)
     assert got == pytest.approx(float(_amp_exact(eps, q)), rel=1e-13)
     nom = privacy.nominal_epsilon(eps, q)
     assert nom == pytest.approx(float(mp.log(1 + mp.expm1(mp.mpf(eps)) / q)), rel=1e-13)
     # round trip both ways
-    assert privacy.amplified_epsilon(nom, q) == pytest.approx(eps, rel=1e-12)
+    assert privacy.central_epsilon(nom, q) == pytest.approx(eps, rel=1e-12)
     assert privacy.nominal_epsilon(got, q) == pytest.approx(eps, rel=1e-9 if got > 1e-12 else 1e-6)
 
 
 def test_amplification_basic_facts():
-    assert privacy.amplified_epsilon(2.0, 1.0) == pytest.approx(2.0, rel=1e-15)
+    assert privacy.central_epsilon(2.0, 1.0) == pytest.approx(2.0, rel=1e-15)
     e = np.array([0.5, 1.0, 2.0])
-    assert np.all(privacy.amplified_epsilon(e, 0.1) < e)
+    assert np.all(privacy.central_epsilon(e, 0.1) < e)
     with pytest.warns(DeprecationWarning, match="scheme= has no effect"):   # Poisson amplifies alike
-        assert privacy.amplified_epsilon(1.0, 0.5, scheme="poisson") == privacy.amplified_epsilon(1.0, 0.5)
+        assert privacy.central_epsilon(1.0, 0.5, scheme="poisson") == privacy.central_epsilon(1.0, 0.5)
     # Hu et al.: a 1% sample at eps = 1 may spend eps_n = 5.15
     assert round(float(privacy.nominal_epsilon(1.0, 0.01)), 2) == 5.15
 
 
 def test_delta_forms():
-    assert privacy.amplified_delta(1e-3, 0.1) == pytest.approx(1e-4)
+    assert privacy.central_delta(1e-3, 0.1) == pytest.approx(1e-4)
     assert privacy.nominal_delta(1e-5, 0.01) == pytest.approx(1e-3)
     with pytest.raises(ValueError, match="exceeds 1"):
         privacy.nominal_delta(0.5, 0.1)
     e, d = privacy.nominal_epsilon_delta(1.0, 1e-6, 0.01)
-    assert privacy.amplified_epsilon_delta(e, d, 0.01) == pytest.approx((1.0, 1e-6))
+    assert privacy.central_epsilon_delta(e, d, 0.01) == pytest.approx((1.0, 1e-6))
 
 
 @pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), float("inf")])
 def test_bad_epsilon(bad):
     with pytest.raises(ValueError, match="epsilon"):
-        privacy.amplified_epsilon(bad, 0.5)
+        privacy.central_epsilon(bad, 0.5)
     with pytest.raises(ValueError, match="epsilon"):
         privacy.nominal_epsilon(bad, 0.5)
 
@@ -59,12 +59,12 @@ def test_bad_epsilon(bad):
 @pytest.mark.parametrize("bad", [0.0, -0.1, 1.5, float("nan")])
 def test_bad_rate(bad):
     with pytest.raises(ValueError, match="q"):
-        privacy.amplified_epsilon(1.0, bad)
+        privacy.central_epsilon(1.0, bad)
 
 
 def test_bad_scheme_and_mechanism():
     with pytest.raises(ValueError, match="scheme"):
-        privacy.amplified_epsilon(1.0, 0.5, scheme="bernoulli")
+        privacy.central_epsilon(1.0, 0.5, scheme="bernoulli")
     with pytest.raises(ValueError, match="mechanism"):
         privacy.get_mechanism("gaussian")
     with pytest.raises(ValueError, match="sensitivity"):

@@ -168,6 +168,6 @@ def test_privacy_layer_edges():
     with pytest.raises(ValueError, match="epsilon"):
         privacy.noise_variance("laplace", 1e-154, 1.0)
     # amplification at the smallest rates stays exact (log1p(q·expm1(ε)) ≈ q·expm1(ε))
-    assert privacy.amplified_epsilon(1.0, 1e-300) == pytest.approx(1e-300 * math.expm1(1.0), rel=1e-14)
+    assert privacy.central_epsilon(1.0, 1e-300) == pytest.approx(1e-300 * math.expm1(1.0), rel=1e-14)
     with pytest.raises(ValueError, match="q"):
-        privacy.amplified_epsilon(1.0, 0.0)
+        privacy.central_epsilon(1.0, 0.0)

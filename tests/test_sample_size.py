@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from dpopt.models.sample_size import (SampleSizeProgram, amplified_nominal_epsilon, epsilon_for_noise_ratio,
+from dpopt.privacy import nominal_epsilon
+from dpopt.models.sample_size import (SampleSizeProgram, epsilon_for_noise_ratio,
                                       no_gain_bound, noise_ratio, q_bound, rate_for_q_bound)
 
 
@@ -33,9 +34,9 @@ def assert_same_optimum(sol, N, S2, eps, delta_of_n):
 
 
 # ---------------------------------------------------------------- paper numbers
-def test_paper_amplified_epsilon_one_percent():
+def test_paper_nominal_epsilon_of_a_one_percent_sample():
     # "to achieve eps = 1 based on a 1% simple random sample it would be sufficient to use eps_n = 5.15"
-    assert round(float(amplified_nominal_epsilon(1.0, 0.01)), 2) == 5.15
+    assert round(float(nominal_epsilon(1.0, 0.01)), 2) == 5.15
 
 
 def test_paper_q_bound_rates():

@@ -124,7 +124,7 @@ def test_breakdown_and_budgets():
     assert br["variance_of_mean"] == pytest.approx(br["total"] / 3000 ** 2)
     nb = model.nominal_budgets(n)
     assert np.allclose(nb["epsilon"], dpopt.privacy.nominal_epsilon(0.5, n / model.N))
-    assert np.allclose(dpopt.privacy.amplified_epsilon(nb["epsilon"], nb["rate"]), 0.5)
+    assert np.allclose(dpopt.privacy.central_epsilon(nb["epsilon"], nb["rate"]), 0.5)
     assert np.allclose(br["noise"], model.alpha ** 2 * 2 * nb["scale"] ** 2 / n)
 
 

@@ -26,6 +26,7 @@ from .. import _validate as V
 from ..result import Certificate, Solution, Status
 from ..privacy.mechanisms import laplace_variance
 from ..privacy.truncated_laplace import truncated_laplace_moments
+from .._deprecated import renamed_keyword
 from .base import Model, honest_status
 from .tree import Hierarchy
 
@@ -46,18 +47,23 @@ class HierarchyBudget(Model):
     weights : w_ℓ > 0 per level (default 1 each: the objective is then the total MSE over all nodes).
     sensitivity : Δ > 0 of one count (default 1; add/remove one person).
     epsilon_min : lower bound on every ε_ℓ (> 0; default 1e-6). Each ε_ℓ is also ≤ 700.
-    objective : ``"truncated-laplace-mse"`` (released counts truncated at 0) or ``"laplace-variance"``
-        (no truncation: MSE = 2Δ²/ε², closed form ε_ℓ ∝ (w_ℓ |R_ℓ|)^{1/3}).
+    loss : the error of one released count, ``"truncated-laplace-mse"`` (released counts truncated at 0) or
+        ``"laplace-variance"`` (no truncation: MSE = 2Δ²/ε², closed form ε_ℓ ∝ (w_ℓ |R_ℓ|)^{1/3}).
+        (``objective=`` is its deprecated name: in the stratified family ``objective`` is the weighting.)
     """
 
     def __init__(self, hierarchy: Hierarchy, epsilon_total=None, *, mse_target=None, weights=None,
-                 sensitivity=1.0, epsilon_min=DEFAULT_EPS_MIN, objective: str = "truncated-laplace-mse",
-                 name: str = ""):
+                 sensitivity=1.0, epsilon_min=DEFAULT_EPS_MIN, loss: str | None = None, name: str = "",
+                 **deprecated):
+        loss = renamed_keyword(deprecated, "objective", "loss", loss, "HierarchyBudget")
+        if deprecated:
+            raise TypeError(f"HierarchyBudget got unexpected keyword(s) {', '.join(map(repr, deprecated))}")
+        loss = "truncated-laplace-mse" if loss is None else loss
         if not isinstance(hierarchy, Hierarchy):
             raise TypeError(f"hierarchy must be a dpopt.Hierarchy, got {type(hierarchy).__name__}")
         self.hierarchy = hierarchy
         L = hierarchy.n_levels
-        self.objective_kind = V.choice("objective", objective, OBJECTIVES)
+        self.objective_kind = V.choice("loss", loss, OBJECTIVES)
         self.sensitivity = V.positive("sensitivity", sensitivity, upper=1e100)
         if self.sensitivity < 1e-100:
             raise ValueError(f"sensitivity must be in [1e-100, 1e100], got {self.sensitivity:g}")
@@ -112,7 +118,7 @@ class HierarchyBudget(Model):
         prog = (f"epsilon_total={self.epsilon_total:g}" if self.program == "budget"
                 else f"mse_target={self.mse_target:g}")
         return (f"HierarchyBudget(levels={self.n_levels}, sizes={self.hierarchy.sizes}, {prog}, "
-                f"objective={self.objective_kind!r})")
+                f"loss={self.objective_kind!r})")
 
     def level_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """Box of each ε_ℓ: [epsilon_min, min(700, epsilon_total − (L−1)·epsilon_min)]."""
@@ -228,7 +234,7 @@ class HierarchyBudget(Model):
 
     def laplace_variance_split(self) -> np.ndarray:
         """Closed form of the untruncated problem (6): ε_ℓ ∝ (w_ℓ |R_ℓ|)^{1/3}, clipped to the box by
-        water-filling (exact for ``objective="laplace-variance"``, program 6)."""
+        water-filling (exact for ``loss="laplace-variance"``, program 6)."""
         a = (self.weights * self.sizes) ** (1 / 3)
         lo, hi = self.level_bounds()
         E = self.epsilon_total

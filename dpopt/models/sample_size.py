@@ -34,6 +34,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import _validate as V
+from .._deprecated import renamed
 from ..privacy.amplification import nominal_epsilon
 from ..privacy.mechanisms import laplace_variance
 from ..result import Certificate, Solution, Status
@@ -62,9 +63,9 @@ def _out(x):
     return x[()] if np.ndim(x) == 0 else x
 
 
-def amplified_nominal_epsilon(epsilon, rate):
-    """ε_n = log1p(expm1(ε)/rate): the nominal budget a sample of rate n/N may spend (Theorem 1)."""
-    return nominal_epsilon(_eps_array(epsilon), _rate_array(rate))
+# the nominal budget a sample of rate n/N may spend is dpopt.privacy.nominal_epsilon (Theorem 1); the old name
+# called the large nominal budget "amplified", the word the privacy layer used for the small central one
+amplified_nominal_epsilon = renamed(nominal_epsilon, "dpopt.amplified_nominal_epsilon", "dpopt.privacy.nominal_epsilon")
 
 
 def noise_ratio(epsilon, rate):
@@ -230,7 +231,7 @@ class SampleSizeProgram(Model):
             # both parts of V_n are largest at n = 1 (sampling term decreasing; noise term decreasing for
             # 'mean', increasing only through eps_n for a constant Delta), so a finite V_1 bounds them all
             with np.errstate(over="ignore"):
-                v1 = float(self.sampling_variance(1.0) + self.noise_variance(1.0))
+                v1 = float(self.sampling_variance(1.0) + self.noise_variance_at(1.0))
             if not math.isfinite(v1):
                 raise ValueError(f"V_n overflows double precision at n = 1 (S2 = {self.S2:g}, "
                                  f"{'value_range' if self.kind == 'mean' else 'sensitivity'} too large for "
@@ -294,7 +295,7 @@ class SampleSizeProgram(Model):
         return out
 
     def epsilon_n(self, n) -> np.ndarray:
-        """Amplified nominal budget ε_n = log1p((N/n)·expm1(ε)) (via the privacy layer)."""
+        """Nominal budget ε_n = log1p((N/n)·expm1(ε)) a sample of n may spend (via the privacy layer)."""
         x = np.asarray(n, dtype=float)
         return nominal_epsilon(self.epsilon, x / self.N)
 
@@ -307,15 +308,22 @@ class SampleSizeProgram(Model):
         x = np.asarray(n, dtype=float)
         return self.S2 * ((self.N - x) / x) / self.N
 
-    def noise_variance(self, n) -> np.ndarray:
+    def noise_variance_at(self, n) -> np.ndarray:
         """2·(Δ(n)/ε_n)², the Laplace noise variance at the amplified budget."""
         x = np.asarray(n, dtype=float)
         return laplace_variance(self.epsilon_n(x), self.sensitivity_at(x))[0]
 
+
+    def noise_variance(self, n) -> np.ndarray:
+        """Deprecated name of :meth:`noise_variance_at` (``noise_variance`` names the privacy layer's function)."""
+        from .._deprecated import warn
+        warn("SampleSizeProgram.noise_variance", "SampleSizeProgram.noise_variance_at")
+        return self.noise_variance_at(n)
+
     def variance(self, n) -> np.ndarray:
         """V_n = sampling variance + noise variance (vectorised; n may be real in [1, N])."""
         x = self._n(n)
-        return self.sampling_variance(x) + self.noise_variance(x)
+        return self.sampling_variance(x) + self.noise_variance_at(x)
 
     @property
     def V_N(self) -> float:
@@ -332,9 +340,9 @@ class SampleSizeProgram(Model):
         a = np.asarray(a, dtype=float)
         b = np.asarray(b, dtype=float)
         if self.kind == "mean":
-            return self.noise_variance(b)
+            return self.noise_variance_at(b)
         if self.kind == "constant" or self.sensitivity_trend == "nondecreasing":
-            return self.noise_variance(a)
+            return self.noise_variance_at(a)
         if self.sensitivity_trend == "nonincreasing":
             return laplace_variance(self.epsilon_n(a), self.sensitivity_at(b))[0]
         raise ValueError("no interval bound for a callable sensitivity without sensitivity_trend")
@@ -360,7 +368,7 @@ class SampleSizeProgram(Model):
         else:
             x = np.asarray(n, dtype=float)
         x = self._n(x)
-        samp, noise = self.sampling_variance(x), self.noise_variance(x)
+        samp, noise = self.sampling_variance(x), self.noise_variance_at(x)
         return {"n": x, "rate": x / self.N, "variance": samp + noise, "sampling": samp, "noise": noise,
                 "epsilon_n": self.epsilon_n(x), "gain": self.V_N / (samp + noise)}
 
@@ -394,7 +402,7 @@ class SampleSizeProgram(Model):
             "epsilon_n": float(self.epsilon_n(n_star)), "delta_n": dn,
             "sensitivity_n": float(self.sensitivity_at(float(n_star))),
             "sampling_variance": float(self.sampling_variance(n_star)),
-            "noise_variance": float(self.noise_variance(float(n_star))),
+            "noise_variance": float(self.noise_variance_at(float(n_star))),
         }
         details.update(details_in or {})
         return honest_status(Solution(status=status, objective=vn, n=n_star if n is not None else None,

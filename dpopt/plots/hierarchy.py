@@ -12,7 +12,7 @@ import numpy as np
 
 from ..datasets import load_gapminder, toy_hierarchy
 from ..models.hierarchy import HierarchyBudget
-from ..simulate.hierarchy import monte_carlo
+from ..simulate.hierarchy import simulate_hierarchy
 from . import pyplot as _pyplot
 
 
@@ -40,8 +40,8 @@ def simulation_data(hierarchy=None, epsilon_total=1.0, trials=20000, seed=0, **k
     eps = model.solve().epsilon
     cf = model.level_breakdown(eps)
     return {"closed_form": cf, "epsilon": eps,
-            "plain": monte_carlo(h, eps, trials, seed, consistency=False),
-            "consistent": monte_carlo(h, eps, trials, seed, consistency=True)}
+            "plain": simulate_hierarchy(h, eps, trials, seed, consistency=False),
+            "consistent": simulate_hierarchy(h, eps, trials, seed, consistency=True)}
 
 
 def _small_tree():
@@ -63,8 +63,8 @@ def bias_variance_data(hierarchy=None, epsilon_total=0.01, trials=20000, seed=0,
     out = {"epsilon_total": float(epsilon_total), "name": name, "trials": int(trials)}
     for key, eps in (("optimal", model.solve().epsilon), ("uniform", model.uniform_split())):
         out[key] = {"epsilon": np.asarray(eps, dtype=float), "closed_form": model.level_breakdown(eps),
-                    "plain": monte_carlo(h, eps, trials, seed, consistency=False),
-                    "consistent": monte_carlo(h, eps, trials, seed, consistency=True)}
+                    "plain": simulate_hierarchy(h, eps, trials, seed, consistency=False),
+                    "consistent": simulate_hierarchy(h, eps, trials, seed, consistency=True)}
     return out
 
 

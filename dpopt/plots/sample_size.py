@@ -13,7 +13,8 @@ import numpy as np
 
 from ..models.importance import (ImportanceSampling, amplified_loss, calibrate_noise_scale,
                                  uniform_probabilities)
-from ..models.sample_size import (SampleSizeProgram, amplified_nominal_epsilon, epsilon_for_noise_ratio,
+from ..privacy import nominal_epsilon
+from ..models.sample_size import (SampleSizeProgram, epsilon_for_noise_ratio,
                                   q_bound)
 from ..simulate.sample_size import beta_mixture_population, lognormal_population, simulate_sample_size
 from . import pyplot as _pyplot
@@ -35,7 +36,7 @@ def _save(fig, out_dir, name) -> Path:
 def amplification_data(eps=(0.1, 0.5, 1.0), rates=None):
     """ε_n over the sampling rate for several targets ε (paper Fig. 3)."""
     rates = np.geomspace(1e-3, 1, 200) if rates is None else np.asarray(rates, dtype=float)
-    return {"rate": rates, **{float(e): amplified_nominal_epsilon(e, rates) for e in eps}}
+    return {"rate": rates, **{float(e): nominal_epsilon(e, rates) for e in eps}}
 
 
 def q_bound_data(eps=(0.1, 0.5, 1.0, 3.0), rates=None):
@@ -48,7 +49,7 @@ def noise_ratio_threshold_data(rates=None, ratio=1 - 1e-3):
     """The ε below which the mean's noise ratio r exceeds ``ratio`` (r = 1 itself has no finite ε)."""
     rates = np.geomspace(1e-4, 0.9, 40) if rates is None else np.asarray(rates, dtype=float)
     eps = np.array([epsilon_for_noise_ratio(r, ratio) for r in rates])
-    return {"rate": rates, "epsilon": eps, "epsilon_n": amplified_nominal_epsilon(eps, rates), "ratio": ratio}
+    return {"rate": rates, "epsilon": eps, "epsilon_n": nominal_epsilon(eps, rates), "ratio": ratio}
 
 
 def variance_curve_data(N=10001, S2=1.0, sensitivities=(0.003, 0.01, 0.03), epsilon=1.0, points=200):

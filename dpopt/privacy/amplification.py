@@ -1,6 +1,8 @@
 """Privacy amplification by subsampling (docs/privacy.md), computed in log-space.
 
-Sampling a fraction ``q`` of the records (SRS without replacement with substitution neighbours, or
+Vocabulary (docs/privacy.md#vocabulary): the *nominal* budget is what the mechanism spends on a
+sampled record's data (large); the *central* budget is the guarantee for the population after
+amplification (small). Sampling a fraction ``q`` of the records (SRS without replacement with substitution neighbours, or
 Poisson sampling with add/remove neighbours) and running an ``eps_nom``-DP mechanism on the sample
 gives ``log1p(q * expm1(eps_nom))``-DP. Both directions are evaluated as ``logaddexp(0, ...)`` of
 log-quantities so that eps from 1e-6 to 700 and rates down to 1e-9 neither overflow nor lose
@@ -14,6 +16,7 @@ import warnings
 import numpy as np
 
 from .. import _validate as V
+from .._deprecated import renamed
 
 SCHEMES = ("srswor", "poisson")
 
@@ -52,7 +55,7 @@ def _check_scheme(scheme):
                   "will be removed; leave it out", DeprecationWarning, stacklevel=3)
 
 
-def amplified_epsilon(epsilon_nominal, q, scheme: str | None = None):
+def central_epsilon(epsilon_nominal, q, scheme: str | None = None):
     """Central budget of an ``epsilon_nominal``-DP mechanism run on a ``q``-subsample.
 
     ``log1p(q * expm1(epsilon_nominal))``; identical for SRS without replacement (substitution
@@ -68,7 +71,7 @@ def amplified_epsilon(epsilon_nominal, q, scheme: str | None = None):
 def nominal_epsilon(epsilon, q, scheme: str | None = None):
     """Nominal budget that a ``q``-subsample may spend so the release is ``epsilon``-DP.
 
-    Inverse of :func:`amplified_epsilon`: ``log1p(expm1(epsilon) / q)``. Vectorised.
+    Inverse of :func:`central_epsilon`: ``log1p(expm1(epsilon) / q)``. Vectorised.
     """
     _check_scheme(scheme)
     e = _check_eps("epsilon", epsilon)
@@ -77,7 +80,7 @@ def nominal_epsilon(epsilon, q, scheme: str | None = None):
     return out[()] if np.ndim(out) == 0 else out
 
 
-def amplified_delta(delta_nominal, q):
+def central_delta(delta_nominal, q):
     """delta amplifies linearly: a ``delta_nominal`` mechanism on a ``q``-subsample is ``q*delta_nominal``."""
     d = V._as_float_array("delta_nominal", delta_nominal)
     if not np.all(np.isfinite(d)) or np.any(d < 0) or np.any(d > 1):
@@ -98,11 +101,18 @@ def nominal_delta(delta, q):
     return out[()] if np.ndim(out) == 0 else out
 
 
-def amplified_epsilon_delta(epsilon_nominal, delta_nominal, q):
-    """The (epsilon, delta) form: ``(log1p(q expm1(eps_nom)), q delta_nom)``."""
-    return amplified_epsilon(epsilon_nominal, q), amplified_delta(delta_nominal, q)
+def central_epsilon_delta(epsilon_nominal, delta_nominal, q):
+    """The central (epsilon, delta) pair: ``(log1p(q expm1(eps_nom)), q delta_nom)``."""
+    return central_epsilon(epsilon_nominal, q), central_delta(delta_nominal, q)
 
 
 def nominal_epsilon_delta(epsilon, delta, q):
     """Nominal (eps, delta) pair for a ``q``-subsample; raises if delta/q > 1."""
     return nominal_epsilon(epsilon, q), nominal_delta(delta, q)
+
+
+# the old names: "amplified" read as the small central budget here but as the large nominal one elsewhere
+amplified_epsilon = renamed(central_epsilon, "dpopt.privacy.amplified_epsilon", "dpopt.privacy.central_epsilon")
+amplified_delta = renamed(central_delta, "dpopt.privacy.amplified_delta", "dpopt.privacy.central_delta")
+amplified_epsilon_delta = renamed(central_epsilon_delta, "dpopt.privacy.amplified_epsilon_delta",
+                                  "dpopt.privacy.central_epsilon_delta")

@@ -84,7 +84,7 @@ def search_scale(dp, mechanism: str, sensitivity: float, epsilon: float) -> tupl
     return float(scale), spent
 
 
-def noise_variance(mechanism: str, scale: float) -> float:
+def variance_at_scale(mechanism: str, scale: float) -> float:
     """Variance of the noise OpenDP adds at ``scale``: 2s² (Laplace), 2p/(1−p)² with p = e^{−1/s}
     (DLap), that plus 1/12 (TuLap)."""
     if mechanism == "laplace":

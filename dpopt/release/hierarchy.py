@@ -72,7 +72,7 @@ def release_hierarchy(hierarchy, epsilon_per_level, *, sensitivity: float = 1.0,
         spent.append(e)
     parts = [Part(f"level {l + 1}", [Cell(f"level {l + 1} ({hierarchy.sizes[l]} nodes)",
                                           [Measurement(f"counts of level {l + 1}", "laplace", d, s, e, 0.0,
-                                                       _opendp.noise_variance("laplace", s))])])
+                                                       _opendp.variance_at_scale("laplace", s))])])
              for l, (s, e) in enumerate(zip(scales, spent))]
     record = ReleaseRecord(name or f"hierarchy {hierarchy.name or ''}".strip(), "hierarchy", parts,
                            target_epsilon=float(np.sum(eps)),

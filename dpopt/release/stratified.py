@@ -86,7 +86,7 @@ def plan_stratified(model, n, *, dp=None, progress: bool = False) -> list[Stratu
             raise RuntimeError(f"stratum {model.labels[h]!r}: dpopt's accountant ({ours!r}) and OpenDP's "
                                f"({theirs!r}) disagree")
         plans.append(StratumPlan(model.labels[h], Nh, nh, eps, target, scales, spent,
-                                 [_opendp.noise_variance(mech, s) for s in scales], ours, theirs))
+                                 [_opendp.variance_at_scale(mech, s) for s in scales], ours, theirs))
         if progress:
             _bar("plan", h + 1, model.k)
     return plans

@@ -1,7 +1,7 @@
 """Release simulation for hierarchies (docs/hierarchy.md): Laplace noise, truncation at 0, top-down consistency.
 
 ``release`` draws one release with numpy's floating-point Laplace sampler, for Monte Carlo only: a real
-release goes through OpenDP (:func:`dpopt.release.release_hierarchy`). ``monte_carlo`` repeats it (seeded,
+release goes through OpenDP (:func:`dpopt.release.release_hierarchy`). ``simulate_hierarchy`` repeats it (seeded,
 in batches, optional progress bar on stderr) and estimates per level the sums over nodes of bias² and
 variance, with standard errors, so they can be compared with the closed forms (no closed form exists after
 the consistency step).
@@ -14,6 +14,7 @@ import sys
 import numpy as np
 
 from .. import _validate as V
+from .._deprecated import renamed
 from ..models.tree import Hierarchy
 
 
@@ -77,7 +78,7 @@ def release(hierarchy: Hierarchy, epsilon_per_level, rng=None, consistency: bool
     return [o[0] for o in out] if trials is None else out
 
 
-def monte_carlo(hierarchy: Hierarchy, epsilon_per_level, trials: int = 10000, seed=0, consistency: bool = False,
+def simulate_hierarchy(hierarchy: Hierarchy, epsilon_per_level, trials: int = 10000, seed=0, consistency: bool = False,
                 sensitivity: float = 1.0, batch: int = 2000, progress: bool = False) -> dict:
     """Seeded Monte Carlo of the release. Per level (sums over the level's nodes):
 
@@ -137,3 +138,7 @@ def monte_carlo(hierarchy: Hierarchy, epsilon_per_level, trials: int = 10000, se
         out["variance_se"][l] = float(np.sqrt(np.sum(var_se ** 2)))
     out["mse"] = out["bias2"] + out["variance"]
     return out
+
+
+# the old name: dpopt.monte_carlo read like the `monte-carlo` backend, which solves SampleSizeStudy
+monte_carlo = renamed(simulate_hierarchy, "dpopt.monte_carlo", "dpopt.simulate_hierarchy")
