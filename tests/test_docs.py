@@ -116,6 +116,47 @@ def options_table() -> str:
     return "\n".join(lines)
 
 
+README_START = "<!-- README options table: generated -->"
+README_END = "<!-- end of README options table -->"
+SHORT = {"StratifiedDesign": "stratified", "MinCostDesign": "min-cost", "HierarchyBudget": "hierarchy",
+         "SampleSizeProgram": "sample size", "SampleSizeStudy": "study", "ImportanceSampling": "importance"}
+
+
+def readme_options_table() -> str:
+    """The README's one options table: per backend, which common options it takes (✓ for every family it
+    solves, else the families that take it), from the handlers' signatures."""
+    from dpopt import registry
+    registry.available_backends()
+    fams: dict = {}
+    takes: dict = {}
+    for (name, cls, _task), fn in registry._HANDLERS.items():
+        fams.setdefault(name, set()).add(cls.__name__)
+        for q in inspect.signature(fn).parameters.values():
+            if q.name in COMMON and q.kind in (q.POSITIONAL_OR_KEYWORD, q.KEYWORD_ONLY):
+                takes.setdefault((name, q.name), set()).add(cls.__name__)
+    lines = ["| backend | families | " + " | ".join(f"`{c}`" for c in COMMON) + " |",
+             "|---|---|" + "---|" * len(COMMON)]
+    for name in sorted(fams, key=lambda b: (BACKEND_ORDER.index(b) if b in BACKEND_ORDER else 99, b)):
+        order = [c for c in SHORT if c in fams[name]]
+
+        def cell(c):
+            got = takes.get((name, c), set())
+            if not got:
+                return "—"
+            return "✓" if got == fams[name] else ", ".join(SHORT[f] for f in order if f in got)
+
+        lines.append(f"| `{name}` | {', '.join(SHORT[f] for f in order)} | " + " | ".join(cell(c) for c in COMMON)
+                     + " |")
+    return "\n".join(lines)
+
+
+def test_readme_options_table_matches_the_backends():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    i, j = text.index(README_START) + len(README_START), text.index(README_END)
+    assert text[i:j].strip() == readme_options_table(), \
+        "README's options table is out of date: run python tests/test_docs.py to regenerate it"
+
+
 def _api_table(text: str) -> str:
     i, j = text.index(TABLE_START) + len(TABLE_START), text.index(TABLE_END)
     return text[i:j].strip()
@@ -133,3 +174,8 @@ if __name__ == "__main__":
     i, j = text.index(TABLE_START) + len(TABLE_START), text.index(TABLE_END)
     api.write_text(text[:i] + "\n" + options_table() + "\n" + text[j:], encoding="utf-8")
     print(f"rewrote the options table of {api}", file=sys.stderr)
+    readme = ROOT / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    i, j = text.index(README_START) + len(README_START), text.index(README_END)
+    readme.write_text(text[:i] + "\n" + readme_options_table() + "\n" + text[j:], encoding="utf-8")
+    print(f"rewrote the options table of {readme}", file=sys.stderr)
