@@ -31,14 +31,14 @@ from .simulate.sample_size import simulate_sample_size, smooth_sensitivity_media
 
 
 def build_pyomo_model(model, **kw):
-    """Pyomo ConcreteModel of a stratified model (see dpopt.backends.pyomo.stratified)."""
-    from .backends.pyomo.stratified import build_pyomo_model as _build
+    """Pyomo ConcreteModel of a stratified model (see dpopt.backends.pyomo.build)."""
+    from .backends.pyomo.build import build_pyomo_model as _build
     return _build(model, **kw)
 
 
 def build_cvxpy_problem(model, **kw):
-    """cvxpy Problem and variables of a stratified model (see dpopt.backends.cvxpy.stratified)."""
-    from .backends.cvxpy.stratified import build_cvxpy_problem as _build
+    """cvxpy Problem and variables of a stratified model (see dpopt.backends.cvxpy.build)."""
+    from .backends.cvxpy.build import build_cvxpy_problem as _build
     return _build(model, **kw)
 
 

@@ -2,8 +2,8 @@
 
 Constrained, multi-variable, precision-target and min-cost stratified models are written once by
 :func:`dpopt.formulations.separable.secant_milp` over the whole box (k integer columns, one epigraph column
-per stratum and nonlinear row, one secant cut per integer segment); these functions hand that same MILP to
-SCIP or HiGHS through Pyomo or cvxpy, so that solver comparisons run every tool on one formulation. Unlike
+per stratum and nonlinear row, one secant cut per integer segment); this module prepares that same MILP and checks
+and packages the answer, and :mod:`.pyomo.secant` and :mod:`.cvxpy.secant` hand it to SCIP or HiGHS, so that solver comparisons run every tool on one formulation. Unlike
 ``exact`` they get no Lagrangian help: this is the generic MILP solvers' own performance.
 """
 
@@ -77,7 +77,7 @@ def _finish(model, prep, status_word, n, bound, solver_name, t0, message):
     repaired = False
     if n is not None and not (np.all(n >= prog.lower) and np.all(n <= prog.upper)
                               and np.all(prog.violation(n.astype(float)) <= 1e-9)):
-        from .pyomo.stratified import repair_integer_point
+        from .pyomo.feasibility import repair_integer_point
         worst = float(np.max(prog.violation(np.clip(n, prog.lower, prog.upper).astype(float))))
         n = repair_integer_point(model, np.clip(n, prog.lower, prog.upper))
         repaired = n is not None
@@ -105,100 +105,3 @@ def _coo(milp):
     C = np.concatenate(milp.cols).astype(np.int64)
     Vv = np.concatenate(milp.vals).astype(float)
     return R, C, Vv, np.concatenate(milp.row_lo), np.concatenate(milp.row_hi)
-
-
-def solve_pyomo(model, **options) -> Solution:
-    """The secant MILP through Pyomo (SCIP via scip_direct or HiGHS via appsi_highs)."""
-    t0 = time.perf_counter()
-    prep, early = _prepare(model, options, _PYOMO_SOLVERS)
-    if early is not None:
-        return early
-    import pyomo.environ as pe
-
-    milp = prep["milp"]
-    R, C, Vv, rlo, rhi = _coo(milp)
-    ncol = milp.c.size
-    m = pe.ConcreteModel()
-    m.v = pe.Var(range(ncol))
-    for j in range(ncol):
-        m.v[j].setlb(float(milp.col_lo[j]))
-        m.v[j].setub(None if not math.isfinite(milp.col_hi[j]) else float(milp.col_hi[j]))
-        if j < milp.k:
-            m.v[j].domain = pe.Integers
-    m.obj = pe.Objective(expr=sum(float(milp.c[j]) * m.v[j] for j in np.flatnonzero(milp.c)) + float(milp.offset))
-    order = np.argsort(R, kind="stable")
-    R, C, Vv = R[order], C[order], Vv[order]
-    starts = np.searchsorted(R, np.arange(rlo.size + 1))
-    m.rows = pe.ConstraintList()
-    for r in range(rlo.size):
-        expr = sum(float(Vv[p]) * m.v[int(C[p])] for p in range(starts[r], starts[r + 1]))
-        lo_r = None if not math.isfinite(rlo[r]) else float(rlo[r])
-        hi_r = None if not math.isfinite(rhi[r]) else float(rhi[r])
-        m.rows.add(pe.inequality(lo_r, expr, hi_r) if lo_r is not None and hi_r is not None and lo_r != hi_r
-                   else (expr == lo_r if lo_r is not None and lo_r == hi_r else
-                         (expr >= lo_r if lo_r is not None else expr <= hi_r)))
-    key = prep["solver"]
-    from .pyomo import _solver as _pyomo
-    opt, why = _pyomo.open_solver(key)          # the one allow-list: never a caller's string
-    if opt is None:
-        return Solution(status=Status.UNSUPPORTED, solver=key, message=why)
-    left = max(prep["time_limit"] - (time.perf_counter() - t0), 1e-3)
-    opts = ({"limits/time": left, "timing/clocktype": 2, "limits/gap": prep["gap"]} if key == "scip"
-            else {"time_limit": left, "mip_rel_gap": prep["gap"]})
-    opts.update(prep["solver_options"])          # passed straight through, as on every Pyomo route
-    # solver output straight to the descriptors (no pipe to dead-lock); an interrupt raises KeyboardInterrupt
-    status, tc, res, has_point = _pyomo.run(opt, key, m, opts, prep["verbose"])
-    n = np.array([round(pe.value(m.v[j])) for j in range(milp.k)], dtype=np.int64) if has_point else None
-    word = {Status.OPTIMAL: "optimal", Status.INFEASIBLE: "infeasible", Status.TIME_LIMIT: "time_limit"}.get(
-        status, "other")
-    lb = _pyomo.lower_bound(res)
-    bound = lb * milp.obj_scale if math.isfinite(lb) else -math.inf
-    return _finish(model, prep, word, n, bound, key, t0, f"termination {tc}")
-
-
-def solve_cvxpy(model, **options) -> Solution:
-    """The secant MILP through cvxpy (SCIP or HiGHS)."""
-    t0 = time.perf_counter()
-    prep, early = _prepare(model, options, _CVXPY_SOLVERS)
-    if early is not None:
-        return early
-    import cvxpy as cp
-    import scipy.sparse as sp
-
-    milp = prep["milp"]
-    R, C, Vv, rlo, rhi = _coo(milp)
-    ncol = milp.c.size
-    A = sp.csr_matrix((Vv, (R, C)), shape=(rlo.size, ncol))
-    n = cp.Variable(milp.k, integer=True)
-    z = cp.Variable(ncol - milp.k)
-    v = cp.hstack([n, z]) if ncol > milp.k else n
-    cons = [n >= milp.col_lo[:milp.k], n <= milp.col_hi[:milp.k]]
-    if ncol > milp.k:
-        cons.append(z >= milp.col_lo[milp.k:])
-    Av = A @ v
-    lo_f, hi_f = np.isfinite(rlo), np.isfinite(rhi)
-    eq = lo_f & hi_f & (rlo == rhi)
-    if np.any(eq):
-        cons.append(Av[np.flatnonzero(eq)] == rlo[eq])
-    if np.any(lo_f & ~eq):
-        cons.append(Av[np.flatnonzero(lo_f & ~eq)] >= rlo[lo_f & ~eq])
-    if np.any(hi_f & ~eq):
-        cons.append(Av[np.flatnonzero(hi_f & ~eq)] <= rhi[hi_f & ~eq])
-    prob = cp.Problem(cp.Minimize(milp.c @ v + milp.offset), cons)
-    key = prep["solver"]
-    left = max(prep["time_limit"] - (time.perf_counter() - t0), 1e-3)
-    kw = ({"scip_params": {"limits/time": left, "limits/gap": prep["gap"], **prep["solver_options"]}}
-          if key == "scip" else {"time_limit": left, "mip_rel_gap": prep["gap"], **prep["solver_options"]})
-    try:
-        prob.solve(solver=_CVXPY_SOLVERS[key], verbose=prep["verbose"], **kw)
-    except cp.error.SolverError as exc:
-        return Solution(status=Status.ERROR, solver=key, message=f"cvxpy/{key}: {exc}")
-    st = prob.status
-    word = {"optimal": "optimal", "infeasible": "infeasible"}.get(st, "time_limit" if "inaccurate" in st or
-                                                                   st == "user_limit" else "other")
-    pt = None if n.value is None else np.round(n.value).astype(np.int64)
-    # cvxpy reports no dual bound for MILPs: without one the answer cannot be certified optimal
-    bound = prob.value * milp.obj_scale if word == "optimal" and prob.value is not None else -math.inf
-    if word == "optimal":
-        bound -= prep["gap"] * abs(bound)       # the solver's own stopping gap
-    return _finish(model, prep, word, pt, bound, key, t0, f"cvxpy status {st}")

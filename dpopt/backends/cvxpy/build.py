@@ -1,0 +1,176 @@
+"""cvxpy translation of a stratified design: DCP expressions of the terms (DLap/TuLap exactly, Laplace in
+DNLP form), the problem builder, and the linearisation bound that certifies a relaxation point
+(the routes that solve them are in :mod:`.stratified`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...models.min_cost import MinCostDesign
+from ...models.stratified import StratifiedDesign
+
+
+class CvxpyUnsupported(ValueError):
+    """The model is not DCP-representable in this backend."""
+
+
+def _design(model) -> StratifiedDesign:
+    return model.design if isinstance(model, MinCostDesign) else model
+
+
+def dcp_coefficients(d: StratifiedDesign):
+    """(a, b, const) with f_i(n) = a_i/n + b_i n + const_i, or raise CvxpyUnsupported."""
+    form = d.linear_noise_form()
+    if form is None:
+        raise CvxpyUnsupported(f"mechanism {d.mechanism.name!r} with sensitivity {d.sensitivity:g} is not DCP "
+                               "(only DLap/TuLap with sensitivity 1 are)")
+    return form
+
+
+def _noise_variance_expr(mech, L, sensitivity: float, large: bool = False):
+    """The mechanism's noise variance as a smooth cvxpy expression of the local budget L (DNLP).
+
+    ``large=True`` promises L/Δ ≥ 1 on the domain, where the exponential form is exact and the sinh form
+    would overflow (ε up to 700).
+    """
+    import cvxpy as cp
+
+    if mech.name == "laplace":
+        return 2.0 * sensitivity ** 2 * cp.power(L, -2)
+    if mech.name in ("dlap", "tulap"):
+        t = L / sensitivity
+        if large:
+            v = 2.0 * cp.multiply(cp.exp(-t), cp.power(1.0 - cp.exp(-t), -2))
+        else:
+            # 2p/(1−p)² with p = e^{−t} equals 1/(2 sinh²(t/2)), free of the cancellation in 1 − p
+            from cvxpy.atoms.elementwise.hyperbolic import sinh   # a DNLP atom cvxpy does not export
+            v = 0.5 * cp.power(sinh(t / 2.0), -2)
+        return v + 1.0 / 12 if mech.name == "tulap" else v
+    raise CvxpyUnsupported(f"mechanism {mech.name!r} has no cvxpy expression (user-defined mechanisms are not "
+                           "translated; use the pyomo or scipy backend)")
+
+
+def _objective_expr(d: StratifiedDesign, n, form: str, upper=None):
+    """Σ f_i(n_i) as a cvxpy expression: DCP (inv_pos + linear) or DNLP (log-space local budget)."""
+    import cvxpy as cp
+
+    if form == "dcp":
+        a, b, const = dcp_coefficients(d)
+        return a @ cp.inv_pos(n) + b @ n + float(const.sum())
+    lcn = d.log_c + d.log_N
+    hi = d.N.astype(float) if upper is None else np.asarray(upper, dtype=float)
+    large = np.logaddexp(0.0, lcn - np.log(hi)) >= d.sensitivity   # L_i/Δ ≥ 1 on the whole range
+    parts = []
+    for flag in (False, True):
+        idx = np.flatnonzero(large == flag)
+        if idx.size == 0:
+            continue
+        m = n[idx]
+        L = cp.logistic(lcn[idx] - cp.log(m))
+        noise = _noise_variance_expr(d.mechanism, L, d.sensitivity, large=flag)
+        parts.append(cp.sum(cp.multiply(d.alpha2[idx], cp.multiply(d.sigma2[idx] + noise, cp.power(m, -1)))))
+    return parts[0] if len(parts) == 1 else parts[0] + parts[1]
+
+
+def build_cvxpy_problem(model, integer: bool = False, form: str = "dcp"):
+    """``(problem, {"n": variable, "scale": s, "g": expression})`` for a StratifiedDesign or MinCostDesign.
+
+    ``form="dcp"`` (DLap/TuLap with sensitivity 1; raises :class:`CvxpyUnsupported` otherwise) gives a DCP
+    problem for Clarabel or SCIP; ``form="dnlp"`` gives a smooth formulation of any built-in mechanism for
+    ``problem.solve(solver="IPOPT", nlp=True)`` (continuous only). The sum problem's objective is ``g/s``;
+    add constraints with ``cp.Problem(problem.objective, problem.constraints + [...])``.
+    """
+    import cvxpy as cp
+
+    if not isinstance(model, (StratifiedDesign, MinCostDesign)):
+        raise TypeError(f"model must be a StratifiedDesign or MinCostDesign, got {type(model).__name__}")
+    if form not in ("dcp", "dnlp"):
+        raise ValueError(f"form must be 'dcp' or 'dnlp', got {form!r}")
+    if form == "dnlp" and integer:
+        raise ValueError("form='dnlp' is continuous only (cvxpy's NLP mode has no integer variables)")
+    d = _design(model)
+    k = model.k
+    n = cp.Variable(k, integer=bool(integer), name="n")
+    g = _objective_expr(d, n, form, upper=model.upper)
+    cons = [n >= model.lower.astype(float), n <= model.upper.astype(float)]
+    for con in model.constraints:
+        lhs = con.A @ n
+        if con.sense == "<=":
+            cons.append(lhs <= con.b)
+        elif con.sense == ">=":
+            cons.append(lhs >= con.b)
+        else:
+            cons.append(lhs == con.b)
+    if isinstance(model, StratifiedDesign):
+        cons.append(cp.sum(n) == model.total)
+        x0 = np.clip(model.N * model.total / model.N.sum(), model.lower, model.upper)
+        scale = float(np.sum(d.terms(x0)))
+        prob = cp.Problem(cp.Minimize(g / scale), cons)
+    else:
+        x0 = model.upper.astype(float)
+        scale = 1.0
+        V0 = model.variance_target
+        cons.append(g / V0 <= model.variance_budget / V0)
+        prob = cp.Problem(cp.Minimize(model.cost @ n), cons)
+    if form == "dnlp":
+        n.value = x0.astype(float)   # IPOPT's starting point
+    return prob, {"n": n, "scale": scale, "g": g}
+
+
+def _linear_minimum(model, c, extra=None):
+    """min c·y over the model's polytope (plus ``extra(y)`` constraints): (value, y) or (nan, None).
+
+    The sum-and-bounds polytope is a continuous knapsack: filled greedily by increasing c, exactly.
+    """
+    lo, hi = model.lower.astype(float), model.upper.astype(float)
+    if extra is None and isinstance(model, StratifiedDesign) and model.is_plain:
+        y = lo.copy()
+        room = model.total - lo.sum()
+        for i in np.argsort(c, kind="stable"):
+            step = min(hi[i] - lo[i], room)
+            y[i] += step
+            room -= step
+            if room <= 0:
+                break
+        return float(c @ y), y
+    import cvxpy as cp
+
+    y = cp.Variable(model.k)
+    cons = [y >= lo, y <= hi]
+    for con in model.constraints:
+        lhs = con.A @ y
+        cons.append(lhs <= con.b if con.sense == "<=" else lhs >= con.b if con.sense == ">=" else lhs == con.b)
+    if isinstance(model, StratifiedDesign):
+        cons.append(cp.sum(y) == model.total)
+    if extra is not None:
+        cons += extra(y)
+    prob = cp.Problem(cp.Minimize(c @ y), cons)
+    solver = "HIGHS" if "HIGHS" in cp.installed_solvers() else "CLARABEL"
+    try:
+        prob.solve(solver=solver)
+    except Exception:  # a failed bound is reported as no bound, never as a crash
+        return float("nan"), None
+    if prob.status != "optimal" or y.value is None:
+        return float("nan"), None
+    return float(prob.value), np.asarray(y.value, dtype=float)
+
+
+def linearisation_bound(model, x) -> float:
+    """A lower bound on the continuous optimum from convexity of g at the point ``x``.
+
+    Sum problem: g(y) ≥ g(x) + ∇g(x)·(y − x), so ``g(x) + min_y ∇g(x)·(y − x)`` bounds g* from below
+    (the Frank–Wolfe gap). Min-cost: {g ≤ V0} lies inside the half-space {g(x) + ∇g(x)·(y − x) ≤ V0},
+    so the LP over that half-space bounds the minimum cost from below.
+    """
+    d = _design(model)
+    x = np.asarray(x, dtype=float)
+    grad = d.terms_derivative(x, 1)
+    if isinstance(model, StratifiedDesign):
+        val, _ = _linear_minimum(model, grad)
+        return model.objective_value(x) + val - float(grad @ x)
+    gx = float(np.sum(d.terms(x)))
+    rhs = model.variance_budget - gx + float(grad @ x)
+    unit = float(np.max(np.abs(grad))) or 1.0     # keep the LP row well scaled
+    val, _ = _linear_minimum(model, np.asarray(model.cost, dtype=float),
+                             extra=lambda y: [(grad / unit) @ y <= rhs / unit])
+    return val

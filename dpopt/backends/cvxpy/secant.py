@@ -1,0 +1,59 @@
+"""The shared secant MILP (:mod:`dpopt.backends._secant`) through cvxpy (SCIP or HiGHS)."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from ...result import Solution, Status
+from .._secant import _CVXPY_SOLVERS, _coo, _finish, _prepare
+
+
+def solve_cvxpy(model, **options) -> Solution:
+    """The secant MILP through cvxpy (SCIP or HiGHS)."""
+    t0 = time.perf_counter()
+    prep, early = _prepare(model, options, _CVXPY_SOLVERS)
+    if early is not None:
+        return early
+    import cvxpy as cp
+    import scipy.sparse as sp
+
+    milp = prep["milp"]
+    R, C, Vv, rlo, rhi = _coo(milp)
+    ncol = milp.c.size
+    A = sp.csr_matrix((Vv, (R, C)), shape=(rlo.size, ncol))
+    n = cp.Variable(milp.k, integer=True)
+    z = cp.Variable(ncol - milp.k)
+    v = cp.hstack([n, z]) if ncol > milp.k else n
+    cons = [n >= milp.col_lo[:milp.k], n <= milp.col_hi[:milp.k]]
+    if ncol > milp.k:
+        cons.append(z >= milp.col_lo[milp.k:])
+    Av = A @ v
+    lo_f, hi_f = np.isfinite(rlo), np.isfinite(rhi)
+    eq = lo_f & hi_f & (rlo == rhi)
+    if np.any(eq):
+        cons.append(Av[np.flatnonzero(eq)] == rlo[eq])
+    if np.any(lo_f & ~eq):
+        cons.append(Av[np.flatnonzero(lo_f & ~eq)] >= rlo[lo_f & ~eq])
+    if np.any(hi_f & ~eq):
+        cons.append(Av[np.flatnonzero(hi_f & ~eq)] <= rhi[hi_f & ~eq])
+    prob = cp.Problem(cp.Minimize(milp.c @ v + milp.offset), cons)
+    key = prep["solver"]
+    left = max(prep["time_limit"] - (time.perf_counter() - t0), 1e-3)
+    kw = ({"scip_params": {"limits/time": left, "limits/gap": prep["gap"], **prep["solver_options"]}}
+          if key == "scip" else {"time_limit": left, "mip_rel_gap": prep["gap"], **prep["solver_options"]})
+    try:
+        prob.solve(solver=_CVXPY_SOLVERS[key], verbose=prep["verbose"], **kw)
+    except cp.error.SolverError as exc:
+        return Solution(status=Status.ERROR, solver=key, message=f"cvxpy/{key}: {exc}")
+    st = prob.status
+    word = {"optimal": "optimal", "infeasible": "infeasible"}.get(st, "time_limit" if "inaccurate" in st or
+                                                                   st == "user_limit" else "other")
+    pt = None if n.value is None else np.round(n.value).astype(np.int64)
+    # cvxpy reports no dual bound for MILPs: without one the answer cannot be certified optimal
+    bound = prob.value * milp.obj_scale if word == "optimal" and prob.value is not None else -math.inf
+    if word == "optimal":
+        bound -= prep["gap"] * abs(bound)       # the solver's own stopping gap
+    return _finish(model, prep, word, pt, bound, key, t0, f"cvxpy status {st}")

@@ -1,0 +1,259 @@
+"""Pyomo translation of a stratified or min-cost design: closed-form terms with their scaling, and the
+MINLP and incremental-MILP model builders (the formulations are described in :mod:`.stratified`)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...models.min_cost import MinCostDesign
+from ...models.stratified import StratifiedDesign
+
+
+FORMULATIONS = ("minlp", "milp")
+DEFAULT_MAX_MILP_VARS = 2_000_000
+
+
+class PyomoUnsupported(ValueError):
+    """The model cannot be written in the requested formulation."""
+
+
+# ---------------------------------------------------------------------------------- building
+def _design(model) -> StratifiedDesign:
+    return model.design if isinstance(model, MinCostDesign) else model
+
+
+# log(c·N) above which c·N is not written as a coefficient: e^34 ≈ 5.8e14 stays well below SCIP's
+# infinity (1e20) and keeps every coefficient of the MINLP under 1e15 in magnitude
+_LOG_COEF_MAX = 34.0
+# log(c·N/hi) above which log1p(n/(c·N)) ≤ e^-40 is below double precision relative to L ≥ 40: dropped
+_LOG_Y_NEGLIGIBLE = 40.0
+
+
+def _log_amplified(d: StratifiedDesign, i: int, v, hi: float | None = None, ref: float = 1.0):
+    """Pyomo expression of L/ref, L = log1p(c·N_i/v) the amplified local budget, without huge coefficients.
+
+    * ``log(cN) ≤ 34``: ``log(1 + K/v)`` with K = cN ≤ 5.8e14 (a plain coefficient);
+    * else ``L = u + log(1 + exp(−u))`` with ``u = log(cN) − log(v)`` (no coefficient beyond log(cN) ≤ ~750);
+      the second term is ≤ e^−40 when ``log(cN/hi) ≥ 40`` and is then dropped (below double precision).
+    """
+    import pyomo.environ as pe
+
+    lK = float(d.log_c + d.log_N[i])   # log(cN)
+    if lK <= _LOG_COEF_MAX:
+        return pe.log(1 + math.exp(lK) / v) / ref if ref != 1.0 else pe.log(1 + math.exp(lK) / v)
+    u = lK / ref - pe.log(v) / ref
+    hi = float(d.N[i]) if hi is None else float(hi)
+    if lK - math.log(max(hi, 1.0)) >= _LOG_Y_NEGLIGIBLE:
+        return u
+    return u + pe.log(1 + pe.exp(pe.log(v) - lK)) / ref
+
+
+def _amplified_floor(d: StratifiedDesign, i: int, hi: float | None) -> float:
+    """L = log1p(c·N_i/hi), the smallest amplified budget on the stratum's range (a float, log space)."""
+    hi = float(d.N[i]) if hi is None else float(hi)
+    return float(np.logaddexp(0.0, float(d.log_c + d.log_N[i]) - math.log(max(hi, 1.0))))
+
+
+def _term_expr(d: StratifiedDesign, i: int, v, hi: float | None = None, divisor: float = 1.0):
+    """Pyomo expression of f_i(v)/divisor (v a Pyomo variable or expression with v ≤ hi).
+
+    Every constant and coefficient stays below ~1e15 in magnitude for ε from 1e-6 to 700 (SCIP's
+    infinity is 1e20: a larger coefficient silently turns the model infeasible or wrong); the divisor
+    (objective scale) is folded into the weight rather than applied to the sum as a huge constant.
+    """
+    import pyomo.environ as pe
+
+    a2, s2 = float(d.alpha2[i]) / float(divisor), float(d.sigma2[i])
+    mech = d.mechanism
+    lK = float(d.log_c + d.log_N[i])   # log(cN)
+    delta = float(d.sensitivity)
+    if mech.name == "laplace":
+        # 2Δ²/L² = (2Δ²/Lr²)/(L/Lr)² with Lr the smallest L on the range (when ≥ 1): for large cN, L varies
+        # by less than SCIP's epsilon (1e-9) in absolute terms and its spatial branch and bound never
+        # closed the gap (ε = 700, N = 1e9: no progress in 150 s); L/Lr = O(1) varies visibly
+        Lr = max(_amplified_floor(d, i, hi), 1.0)
+        L = _log_amplified(d, i, v, hi, Lr)
+        return a2 * (s2 + (2 * delta ** 2 / Lr ** 2) / L ** 2) / v
+    form = d.linear_noise_form(divisor)
+    if form is not None:          # DLap/TuLap with Δ = 1: f/divisor = a/v + b·v + const exactly
+        a, b, const = (float(t[i]) for t in form)
+        return a / v + const + b * v
+    if mech.name == "dlap":
+        if lK <= 0 and delta == int(delta) and delta <= 64:
+            # small y = cN/v ≤ 1: 1 − p cancels. With r = (1 + y)^{1/Δ} = 1/p and S = Σ_{j<Δ} r^j,
+            # r − 1 = y/S exactly, so γ² = 2r/(r − 1)² = 2 r S² v²/(cN)² (no cancellation)
+            K = math.exp(lK)
+            r = (1 + K / v) ** (1.0 / delta)
+            S = sum(r ** j for j in range(1, int(delta))) + 1
+            return a2 * s2 / v + (2 * a2 * math.exp(-2 * lK)) * r * S ** 2 * v
+        # p = exp(−L/Δ) = (v/(v + cN))^{1/Δ}
+        if lK <= _LOG_COEF_MAX:
+            p = (v / (v + math.exp(lK))) ** (1.0 / delta)
+        else:
+            p = pe.exp(-_log_amplified(d, i, v, hi) / delta)
+        return a2 * (s2 + 2 * p / (1 - p) ** 2) / v
+    raise PyomoUnsupported(f"mechanism {mech.name!r} (sensitivity {delta:g}) has no closed form for the MINLP; "
+                           "use formulation='milp' (solver='highs')")
+
+
+def _ranges(model) -> tuple[np.ndarray, np.ndarray]:
+    lo, hi = model.lower.astype(np.int64).copy(), model.upper.astype(np.int64).copy()
+    if isinstance(model, StratifiedDesign):
+        slo, shi = int(lo.sum()), int(hi.sum())
+        lo2 = np.maximum(lo, model.total - (shi - hi))
+        hi2 = np.minimum(hi, model.total - (slo - lo))
+        return lo2, hi2
+    return lo, hi
+
+
+def _scale_guess(model) -> float:
+    d = _design(model)
+    lo, hi = _ranges(model)
+    x = np.clip((lo + hi) / 2.0, 1, None)
+    if isinstance(model, StratifiedDesign):
+        x = np.clip(model.N * model.total / model.N.sum(), lo, hi)
+    val = float(np.sum(d.terms(x)))
+    if not (np.isfinite(val) and val > 0):
+        return 1.0
+    # (a value near the float range's ends would make 1/scale overflow: the objective is then flat anyway)
+    return float(np.clip(val, 1e-250, 1e250))
+
+
+# the incremental MILP's costs are divided by a scale: at most this ratio between the largest |cost| and 1
+_MILP_COST_RANGE = 1e10
+
+
+def _milp_cost_scale(incs) -> float:
+    """Divisor of the MILP costs (only the argmin matters; g is re-evaluated by the model).
+
+    HiGHS's tolerances are absolute on reduced costs, so the typical increment (the median |d|, near the
+    optimum's size) becomes ~1 — but never so small that the largest |d| would exceed 1e10 after
+    scaling (|cost| ≥ 1e20 is infinite to HiGHS; increments that are pure round-off, ~1e-316 at ε = 700,
+    used to give a denormal scale whose reciprocal overflowed).
+    """
+    allinc = np.abs(np.concatenate(incs)) if incs else np.zeros(0)
+    allinc = allinc[np.isfinite(allinc) & (allinc > 0)]
+    if not allinc.size:
+        return 1.0
+    big = float(allinc.max())
+    scale = max(float(np.median(allinc)), big / _MILP_COST_RANGE)
+    return scale if scale >= np.finfo(float).tiny else 1.0
+
+
+def build_pyomo_model(model, integer: bool = True, formulation: str = "minlp",
+                      max_milp_vars: int = DEFAULT_MAX_MILP_VARS):
+    """A Pyomo ``ConcreteModel`` of a StratifiedDesign or MinCostDesign.
+
+    Components: ``m.S`` (strata), ``m.n[i]`` (sample sizes), ``m.total`` (Σ n = η; sum problem),
+    ``m.linear`` (the model's linear constraints), ``m.extra`` (empty ``ConstraintList`` for analysts),
+    ``m.obj``; MINLP: ``m.g`` (unscaled Σ f_i, an Expression), ``m.objective_scale`` and ``m.objective_offset``
+    (the model's objective is ``scale·obj + offset``: the offset holds the fpc constant); MILP: ``m.delta``,
+    ``m.link``; min-cost: ``m.variance`` (the bound g(n) ≤ V0, scaled by V0).
+    Raises ``ValueError`` for options it does not know and :class:`PyomoUnsupported` when a mechanism
+    has no closed form; an ``ImportError`` if Pyomo is missing.
+    """
+    import pyomo.environ as pe
+
+    if formulation not in FORMULATIONS:
+        raise ValueError(f"formulation must be one of {FORMULATIONS}, got {formulation!r}")
+    if not isinstance(model, (StratifiedDesign, MinCostDesign)):
+        raise TypeError(f"model must be a StratifiedDesign or MinCostDesign, got {type(model).__name__}")
+    d = _design(model)
+    k = model.k
+    lo, hi = _ranges(model)
+    m = pe.ConcreteModel(name=getattr(model, "name", "") or type(model).__name__)
+    m.S = pe.RangeSet(0, k - 1)
+    dom = pe.Integers if integer else pe.Reals
+    m.n = pe.Var(m.S, within=dom, bounds=lambda _, i: (int(lo[i]), int(hi[i])),
+                 initialize=lambda _, i: float(np.clip(model.lower[i], lo[i], hi[i])))
+    if isinstance(model, StratifiedDesign):
+        m.total = pe.Constraint(expr=sum(m.n[i] for i in m.S) == model.total)
+    m.linear = pe.ConstraintList()
+    for con in model.constraints:
+        for row, rhs in zip(con.A, con.b):
+            lhs = sum(float(row[i]) * m.n[i] for i in range(k) if row[i] != 0)
+            if con.sense == "<=":
+                m.linear.add(lhs <= float(rhs))
+            elif con.sense == ">=":
+                m.linear.add(lhs >= float(rhs))
+            else:
+                m.linear.add(lhs == float(rhs))
+    m.extra = pe.ConstraintList()
+
+    if formulation == "minlp":
+        def scaled(divisor):   # Σ f_i / divisor with the divisor folded into the weights
+            return sum(_term_expr(d, i, m.n[i], float(hi[i]), divisor) for i in range(k))
+
+        m.g = pe.Expression(expr=scaled(1.0))
+        if isinstance(model, StratifiedDesign):
+            scale = _scale_guess(model)
+            m.objective_scale = pe.Param(initialize=scale, mutable=False)
+            # the model's objective is Σ f_i minus the fpc constant: objective = scale·obj + offset
+            m.objective_offset = pe.Param(initialize=-d._fpc_const, mutable=False)
+            m.obj = pe.Objective(expr=scaled(scale), sense=pe.minimize)   # = m.g / scale
+        else:
+            V0 = model.variance_target
+            m.objective_scale = pe.Param(initialize=1.0, mutable=False)
+            m.objective_offset = pe.Param(initialize=0.0, mutable=False)
+            m.variance = pe.Constraint(expr=scaled(V0) <= model.variance_budget / V0)   # g/V0 ≤ budget/V0
+            m.obj = pe.Objective(expr=sum(float(model.cost[i]) * m.n[i] for i in range(k)), sense=pe.minimize)
+        return m
+
+    # incremental MILP
+    nvars = int(np.sum(hi - lo))
+    if nvars > max_milp_vars:
+        raise PyomoUnsupported(f"the incremental MILP needs {nvars} δ variables > max_milp_vars={max_milp_vars}")
+    incs = []
+    ordered = []
+    for i in range(k):
+        mm = np.arange(lo[i], hi[i], dtype=float)
+        inc = np.asarray(d.increments(np.maximum(mm, 1.0), np.full(mm.size, i)), dtype=float) if mm.size \
+            else np.zeros(0)
+        incs.append(inc)
+        dif = np.diff(inc)
+        ordered.append(bool(dif.size and np.any(dif < -1e-12 * np.maximum(np.abs(inc[:-1]), np.abs(inc[1:])))))
+    idx = [(i, t) for i in range(k) for t in range(int(hi[i] - lo[i]))]
+    m.D = pe.Set(initialize=idx, dimen=2, ordered=True)
+    # plain sum problem with non-decreasing increments: the LP relaxation is integral (docs/stratified.md), so the
+    # δ are continuous and the simplex vertex is checked for integrality by the caller
+    lp_exact = integer and isinstance(model, StratifiedDesign) and model.is_plain and not any(ordered)
+    m.lp_integral = pe.Param(initialize=bool(lp_exact), within=pe.Any, mutable=False)
+    binary = integer and not lp_exact
+    if lp_exact:
+        # n = lo + Σ δ is integral at the LP's vertex: keeping n integer would make HiGHS run a MIP
+        # (branch and bound, presolve of minutes at 10⁵ columns) for what is one LP
+        for i in m.S:
+            m.n[i].domain = pe.Reals
+    m.delta = pe.Var(m.D, within=pe.Binary if binary else pe.UnitInterval, initialize=0)
+    by = {i: [] for i in range(k)}
+    for (i, t) in idx:
+        by[i].append(t)
+    m.link = pe.Constraint(m.S, rule=lambda _, i: m.n[i] == int(lo[i]) + sum(m.delta[i, t] for t in by[i]))
+    m.order = pe.ConstraintList()
+    for i in range(k):
+        if ordered[i]:
+            for t in by[i][1:]:
+                m.order.add(m.delta[i, t] <= m.delta[i, t - 1])
+    base = float(np.sum(d.terms(lo.astype(float))))
+    inc_expr = sum(float(incs[i][t]) * m.delta[i, t] for (i, t) in idx)
+    # (the objective below is Σ (d/scale)·δ, i.e. (g − base)/scale; m.g is the unscaled value)
+    if isinstance(model, StratifiedDesign):
+        # HiGHS's tolerances are absolute on reduced costs: scale by the typical increment, not by g
+        # (increments near the optimum are ~1e-8·g and would drown in a 1e-7 tolerance). The costs are
+        # divided here, in floating point, so that no huge coefficient 1/scale is ever formed.
+        scale = _milp_cost_scale(incs)
+        m.objective_scale = pe.Param(initialize=scale, mutable=False)
+        m.objective_offset = pe.Param(initialize=base - d._fpc_const, mutable=False)   # fpc: see the MINLP
+        m.g = pe.Expression(expr=base + inc_expr)
+        m.obj = pe.Objective(expr=sum(float(incs[i][t] / scale) * m.delta[i, t] for (i, t) in idx),
+                             sense=pe.minimize)
+    else:
+        V0 = model.variance_target
+        m.objective_scale = pe.Param(initialize=1.0, mutable=False)
+        m.objective_offset = pe.Param(initialize=0.0, mutable=False)
+        m.g = pe.Expression(expr=base + inc_expr)
+        m.variance = pe.Constraint(expr=(inc_expr + base) / V0 <= model.variance_budget / V0)
+        m.obj = pe.Objective(expr=sum(float(model.cost[i]) * m.n[i] for i in range(k)), sense=pe.minimize)
+    return m

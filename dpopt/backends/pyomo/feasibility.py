@@ -1,0 +1,101 @@
+"""Checks of a Pyomo answer against the model itself: the largest relative violation, the repair of a
+rounded integer point by unit moves, and a point the model certifies feasible (used to recognise a
+solver's wrong ``infeasible`` claim)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...models.min_cost import MinCostDesign
+from ...models.stratified import StratifiedDesign
+
+
+# a point of a non-optimal answer (time limit, feasible) is returned only if it satisfies the model's
+# constraints to this relative tolerance (sum, linear constraints, g ≤ V0; bounds are clipped)
+FEASIBILITY_TOL = 1e-6
+# the repair of a rounded integer point gives up after this many unit moves (plus 2 per stratum)
+REPAIR_MOVES = 20
+
+
+def max_violation(model, n) -> float:
+    """Largest relative violation of the model's constraints at n, measured as ``model.is_feasible`` measures
+    it (sum, linear rows relative to 1 + |b|, the min-cost variance bound); inf outside the bounds, 0 if none."""
+    n = np.asarray(n, dtype=float)
+    if np.any(n < model.lower) or np.any(n > model.upper):
+        return math.inf
+    v = 0.0
+    if isinstance(model, StratifiedDesign):
+        v = abs(float(n.sum()) - model.total) / max(1, model.total)
+    for con in model.constraints:
+        v = max(v, float(np.max(con.residual(n) / (1 + np.abs(con.b)))))
+    if isinstance(model, MinCostDesign) and model.variance_target is not None:
+        v = max(v, (model.variance_value(n) - model.variance_target) / model.variance_target)
+    design = model.design if isinstance(model, MinCostDesign) else model
+    for t in getattr(model, "precision_targets", []):
+        v = max(v, (design.precision_value(t, n) - t.bound) / t.bound)
+    return max(v, 0.0)
+
+
+def repair_integer_point(model, n):
+    """A feasible integer point a few unit moves from ``n`` (a rounded solver point that violates a constraint
+    by the solver's tolerance), or None.
+
+    Greedy and bounded: each step takes the move that most reduces :func:`max_violation` (ties: the smaller
+    objective) among the exchanges of one unit between two strata (designs with a fixed total) or the ±1 moves
+    of one stratum (min-cost designs), and stops when the point is feasible, when no move reduces the violation,
+    or after ``REPAIR_MOVES + 2k`` moves."""
+    n = np.asarray(n, dtype=np.int64).copy()
+    k = model.k
+    lo, hi = np.asarray(model.lower, dtype=np.int64), np.asarray(model.upper, dtype=np.int64)
+    for _ in range(REPAIR_MOVES + 2 * k):
+        if model.is_feasible(n):
+            return n
+        current = max_violation(model, n)
+        if isinstance(model, StratifiedDesign):
+            moves = [(i, j) for i in range(k) if n[i] > lo[i] for j in range(k) if j != i and n[j] < hi[j]]
+        else:
+            moves = [(i, -1) for i in range(k) if n[i] > lo[i]] + [(-1, j) for j in range(k) if n[j] < hi[j]]
+        best = None
+        for i, j in moves:
+            cand = n.copy()
+            if i >= 0:
+                cand[i] -= 1
+            if j >= 0:
+                cand[j] += 1
+            key = (max_violation(model, cand), model.objective_value(cand))
+            if best is None or key < best[0]:
+                best = (key, cand)
+        if best is None or not best[0][0] < current:
+            return None
+        n = best[1]
+    return n if model.is_feasible(n) else None
+
+
+def known_feasible_point(model):
+    """An integer point the model itself certifies feasible (``model.is_feasible``), or None if none is known.
+
+    For the plain sum-and-bounds problem one always exists after validation (Σlo ≤ η ≤ Σhi): the
+    largest-remainder proportional design. With linear constraints or a variance bound, a few simple
+    candidates are tried and only a point that passes ``is_feasible`` is returned.
+    """
+    from ...models.stratified import largest_remainder
+
+    lo, hi = np.asarray(model.lower, dtype=np.int64), np.asarray(model.upper, dtype=np.int64)
+    cands = []
+    if isinstance(model, StratifiedDesign):
+        for w in (model.N.astype(float), np.ones(model.k)):
+            try:
+                cands.append(largest_remainder(w, model.total, lo, hi))
+            except ValueError:
+                pass
+    else:
+        cands += [hi, lo]
+    for n in cands:
+        try:
+            if model.is_feasible(n):
+                return np.asarray(n, dtype=np.int64)
+        except (ValueError, FloatingPointError):
+            continue
+    return None

@@ -1,0 +1,61 @@
+"""The shared secant MILP (:mod:`dpopt.backends._secant`) through Pyomo: SCIP via scip_direct or HiGHS via
+appsi_highs, with the Pyomo plumbing of :mod:`._solver` (allow-listed solvers, status map, time limits)."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from ...result import Solution, Status
+from .._secant import _PYOMO_SOLVERS, _coo, _finish, _prepare
+from . import _solver as PY
+
+
+def solve_pyomo(model, **options) -> Solution:
+    """The secant MILP through Pyomo (SCIP via scip_direct or HiGHS via appsi_highs)."""
+    t0 = time.perf_counter()
+    prep, early = _prepare(model, options, _PYOMO_SOLVERS)
+    if early is not None:
+        return early
+    import pyomo.environ as pe
+
+    milp = prep["milp"]
+    R, C, Vv, rlo, rhi = _coo(milp)
+    ncol = milp.c.size
+    m = pe.ConcreteModel()
+    m.v = pe.Var(range(ncol))
+    for j in range(ncol):
+        m.v[j].setlb(float(milp.col_lo[j]))
+        m.v[j].setub(None if not math.isfinite(milp.col_hi[j]) else float(milp.col_hi[j]))
+        if j < milp.k:
+            m.v[j].domain = pe.Integers
+    m.obj = pe.Objective(expr=sum(float(milp.c[j]) * m.v[j] for j in np.flatnonzero(milp.c)) + float(milp.offset))
+    order = np.argsort(R, kind="stable")
+    R, C, Vv = R[order], C[order], Vv[order]
+    starts = np.searchsorted(R, np.arange(rlo.size + 1))
+    m.rows = pe.ConstraintList()
+    for r in range(rlo.size):
+        expr = sum(float(Vv[p]) * m.v[int(C[p])] for p in range(starts[r], starts[r + 1]))
+        lo_r = None if not math.isfinite(rlo[r]) else float(rlo[r])
+        hi_r = None if not math.isfinite(rhi[r]) else float(rhi[r])
+        m.rows.add(pe.inequality(lo_r, expr, hi_r) if lo_r is not None and hi_r is not None and lo_r != hi_r
+                   else (expr == lo_r if lo_r is not None and lo_r == hi_r else
+                         (expr >= lo_r if lo_r is not None else expr <= hi_r)))
+    key = prep["solver"]
+    opt, why = PY.open_solver(key)          # the one allow-list: never a caller's string
+    if opt is None:
+        return Solution(status=Status.UNSUPPORTED, solver=key, message=why)
+    left = max(prep["time_limit"] - (time.perf_counter() - t0), 1e-3)
+    opts = ({"limits/time": left, "timing/clocktype": 2, "limits/gap": prep["gap"]} if key == "scip"
+            else {"time_limit": left, "mip_rel_gap": prep["gap"]})
+    opts.update(prep["solver_options"])          # passed straight through, as on every Pyomo route
+    # solver output straight to the descriptors (no pipe to dead-lock); an interrupt raises KeyboardInterrupt
+    status, tc, res, has_point = PY.run(opt, key, m, opts, prep["verbose"])
+    n = np.array([round(pe.value(m.v[j])) for j in range(milp.k)], dtype=np.int64) if has_point else None
+    word = {Status.OPTIMAL: "optimal", Status.INFEASIBLE: "infeasible", Status.TIME_LIMIT: "time_limit"}.get(
+        status, "other")
+    lb = PY.lower_bound(res)
+    bound = lb * milp.obj_scale if math.isfinite(lb) else -math.inf
+    return _finish(model, prep, word, n, bound, key, t0, f"termination {tc}")
