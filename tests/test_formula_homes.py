@@ -42,3 +42,19 @@ def test_models_use_the_shared_formulas():
     assert s.noise_variance_at(x) == pytest.approx(2 * 1.5 ** 2 / s.epsilon_n(x) ** 2, rel=1e-15)
     tm = m.node_mse(eps[0], 0)
     assert tm == pytest.approx(privacy.laplace_variance(eps[0], 1.0)[0], rel=1e-15)
+
+
+@pytest.mark.parametrize("mech", ["laplace", "dlap", "tulap"])
+def test_backends_evaluate_terms_through_the_model(mech):
+    """enumerate/algorithm1/cvxpy read f_i(v) from StratifiedDesign.terms (per-stratum values via idx), and
+    that agrees with the plain formula α_i²(σ_i² + γ²(log1p(expm1(ε)N_i/v)))/v."""
+    from dpopt.backends.exact.enumerate import _term
+    d = dpopt.StratifiedDesign([50, 300, 2000], [1.0, 4.0, 0.25], 100, 0.7, mechanism=mech)
+    v = np.arange(1.0, 41.0)
+    for i in range(3):
+        L = np.log1p(np.expm1(0.7) * d.N[i] / v)
+        gam = privacy.noise_variance(mech, L)
+        want = d.alpha2[i] * (d.sigma2[i] + gam) / v
+        assert _term(d, i, v) == pytest.approx(want, rel=1e-13)
+        full = np.tile(v[:, None], (1, 3))
+        assert d.terms(v, np.full(v.size, i)) == pytest.approx([d.terms(row)[i] for row in full], rel=1e-15)

@@ -461,36 +461,41 @@ class StratifiedDesign(Model):
         logN = self.log_N if idx is None else self.log_N[idx]
         return self.log_c + logN - np.log(x)
 
-    def nominal_epsilon_at(self, x) -> np.ndarray:
+    def nominal_epsilon_at(self, x, idx=None) -> np.ndarray:
         """Nominal (local) budget ε_i = log1p(expm1(ε)·N_i/x_i) each sampled person gets in stratum i.
 
         With several study variables, variable j's response is privatised with ``shares[j]·ε_i``.
+        ``idx``: the strata of the entries of ``x`` (default: x has one entry per stratum, in order).
         """
-        return np.logaddexp(0.0, self._log_y(np.asarray(x, dtype=float)))
+        return np.logaddexp(0.0, self._log_y(np.asarray(x, dtype=float), idx))
 
-    def noise_variance_at(self, x, variable: int | None = None) -> np.ndarray:
+    def noise_variance_at(self, x, variable: int | None = None, idx=None) -> np.ndarray:
         """γ²(x_i): noise variance per response at the local budget (variable j's share of it).
 
-        One variable: a vector; several: a k×J matrix unless ``variable`` picks one column.
+        One variable: a vector; several: a k×J matrix unless ``variable`` picks one column. ``idx`` as in
+        :meth:`nominal_epsilon_at`.
         """
-        L = self.nominal_epsilon_at(x)
+        L = self.nominal_epsilon_at(x, idx)
         if variable is None and self.J > 1:
-            return np.stack([self.noise_variance_at(x, j) for j in range(self.J)], axis=1)
+            return np.stack([self.noise_variance_at(x, j, idx) for j in range(self.J)], axis=1)
         s = float(self.shares[variable or 0])
         return np.asarray(self.mechanism.variance(s * L, self.sensitivity), dtype=float)
 
-    def unit_terms(self, x, variable: int = 0) -> np.ndarray:
-        """t_ij(x_i) = (σ_ij² + γ_j²(x_i))/x_i per stratum for one variable (no weights)."""
+    def unit_terms(self, x, variable: int = 0, idx=None) -> np.ndarray:
+        """t_ij(x_i) = (σ_ij² + γ_j²(x_i))/x_i per stratum for one variable (no weights); ``idx``: the strata
+        of the entries of ``x`` (default: one entry per stratum)."""
         x = np.asarray(x, dtype=float)
-        return (self.sigma2_matrix[:, variable] + self.noise_variance_at(x, variable)) / x
+        sl = slice(None) if idx is None else idx
+        return (self.sigma2_matrix[sl, variable] + self.noise_variance_at(x, variable, idx)) / x
 
-    def terms(self, x) -> np.ndarray:
-        """f_i(x_i) = α_i² Σ_j w_j t_ij(x_i) per stratum (real or integer x, no validation)."""
+    def terms(self, x, idx=None) -> np.ndarray:
+        """f_i(x_i) = α_i² Σ_j w_j t_ij(x_i) per stratum (real or integer x, no validation); ``idx`` as in
+        :meth:`unit_terms` (e.g. ``terms(v, np.full(v.size, i))``: stratum i's term at the values v)."""
         x = np.asarray(x, dtype=float)
         out = 0.0
         for j in np.flatnonzero(self.variable_weights):
-            out = out + self.variable_weights[j] * self.unit_terms(x, j)
-        return self.alpha2 * out
+            out = out + self.variable_weights[j] * self.unit_terms(x, j, idx)
+        return (self.alpha2 if idx is None else self.alpha2[idx]) * out
 
     def linear_noise_form(self, divisor: float = 1.0):
         """``(a, b, const)`` with f_i(n)/divisor = a_i/n + b_i·n + const_i, or None for other mechanisms.

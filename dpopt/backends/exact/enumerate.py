@@ -192,13 +192,9 @@ def scan_sum_problem(model: StratifiedDesign, lo: np.ndarray, hi: np.ndarray, de
 
 
 def _term(model: StratifiedDesign, i: int, v: np.ndarray) -> np.ndarray:
-    """f_i(v) for a vector of values of one stratum."""
+    """f_i(v) for a vector of values of one stratum (the model's own terms)."""
     x = np.asarray(v, dtype=float)
-    a2, s2 = model.alpha2[i], model.sigma2[i]
-    ly = model.log_c + model.log_N[i] - np.log(x)
-    L = np.logaddexp(0.0, ly)
-    gam = np.asarray(model.mechanism.variance(L, model.sensitivity), dtype=float)
-    return a2 * (s2 + gam) / x
+    return model.terms(x, np.full(x.shape, int(i)))
 
 
 def _too_big(count: int, limit: int, what: str) -> Solution:
