@@ -35,6 +35,7 @@ from scipy.special import lambertw
 from .. import _validate as V
 from ..privacy.amplification import log_expm1
 from ..result import Certificate, Solution, Status
+from ..numerics import bisect
 from .base import Model
 
 _MAX_LOG2_W = 1000  # doubling bracket stops at w = 2**1000
@@ -416,11 +417,8 @@ class ImportanceSampling(Model):
             hi[todo[ok]] = tau
             lo[todo[~ok]] = tau
         hi = np.where(np.isinf(hi), 1.0 / base, hi)     # q = 1
-        for _ in range(60):
-            mid = 0.5 * (lo + hi)
-            ok = self._psi_at(np.minimum(1.0, base * (1.0 + mid)), bad) <= self.epsilon
-            hi = np.where(ok, mid, hi)
-            lo = np.where(ok, lo, mid)
+        lo, hi = bisect(lambda t: self._psi_at(np.minimum(1.0, base * (1.0 + t)), bad) > self.epsilon, lo, hi,
+                        max_iter=60)
         q[bad] = np.minimum(1.0, base * (1.0 + hi))
         return q
 
@@ -516,14 +514,7 @@ def _bisect_decreasing(f, lo, hi, target, what):
                              f"largest supported) gives {f(hi):.6g}")
         llo = lhi
         lhi = min(top, lhi + max(1.0, 2 * (lhi - math.log(lo))))
-    for _ in range(200):
-        mid = 0.5 * (llo + lhi)
-        if f(math.exp(mid)) > target:
-            llo = mid
-        else:
-            lhi = mid
-        if lhi - llo <= 1e-14 * max(1.0, abs(lhi)):
-            break
+    llo, lhi = bisect(lambda lx: f(math.exp(lx)) > target, llo, lhi, rtol=1e-14, max_iter=200)
     return math.exp(lhi)
 
 

@@ -35,6 +35,7 @@ import numpy as np
 
 from .. import _validate as V
 from .._deprecated import renamed
+from ..numerics import bisect
 from ..privacy.amplification import nominal_epsilon
 from ..privacy.mechanisms import laplace_variance
 from ..result import Certificate, Solution, Status
@@ -115,14 +116,7 @@ def epsilon_for_noise_ratio(rate, ratio=1.0, *, rtol: float = 1e-13):
         if lo < -690.0:
             raise ValueError(f"at rate {q:g} the epsilon for ratio {ratio:g} is below e**-690 (outside double "
                              "precision)")
-    for _ in range(400):
-        mid = 0.5 * (lo + hi)
-        if f(mid) > 0:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= rtol:
-            break
+    lo, hi = bisect(lambda le: f(le) > 0, lo, hi, xtol=rtol, max_iter=400)
     return math.exp(0.5 * (lo + hi))
 
 
@@ -149,14 +143,7 @@ def rate_for_q_bound(epsilon, q, *, rtol: float = 1e-14):
     f = lambda lr: float(q_bound(e, math.exp(lr))) - q  # noqa: E731  decreasing in log rate
     if f(lo) <= 0:
         raise ValueError(f"q = {q:g} is not reached for any rate >= 1e-323 at epsilon = {e:g}")
-    for _ in range(400):
-        mid = 0.5 * (lo + hi)
-        if f(mid) > 0:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= rtol:
-            break
+    lo, hi = bisect(lambda lr: f(lr) > 0, lo, hi, xtol=rtol, max_iter=400)
     return math.exp(0.5 * (lo + hi))
 
 

@@ -32,6 +32,7 @@ import numpy as np
 
 from ...models.hierarchy import HierarchyBudget
 from ... import _validate as V
+from ...numerics import bisect
 from ...registry import register
 from ...result import Certificate, Solution, Status
 
@@ -55,13 +56,7 @@ def _env_min(P, A, B, c, lo, hi):
 
 def _root_increasing(f, goal, lo=-800.0, hi=800.0):
     """u with f(u) = goal for an increasing f of u = log λ (scalar bisection on L numbers)."""
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if f(mid) < goal:
-            lo = mid
-        else:
-            hi = mid
-    return lo, hi
+    return bisect(lambda u: f(u) < goal, lo, hi, max_iter=200)
 
 
 def optimum_box(model: HierarchyBudget):
