@@ -60,3 +60,11 @@ def test_relaxation_without_a_bound_is_refused_with_the_reason():
     m = SampleSizeProgram(500, 2.0, 0.5, sensitivity=lambda n: 1.0 + 1.0 / n)
     r = m.relax()
     assert r.status == Status.UNSUPPORTED and "sensitivity_trend" in r.message
+
+
+def test_the_report_shows_a_relaxation():
+    m = SampleSizeProgram(5_000, 2.0, 0.5, sensitivity=1.0)
+    r = m.relax()
+    text = m.report(r)
+    assert f"{r.x:.10g}" in text and "certificate" in text
+    assert str(m.solve().n) in m.report(m.solve())

@@ -217,7 +217,7 @@ def sample_size_study_report(model, solution: Solution) -> str:
 
 def sample_size_report(model, solution: Solution) -> str:
     lines = header(model, solution)
-    if solution.n is None:
+    if solution.point is None:
         return "\n".join(lines)
     d = solution.details
     lines.append("")
@@ -225,7 +225,7 @@ def sample_size_report(model, solution: Solution) -> str:
                        [["sample", d["n_star"], d["rate"], d["epsilon_n"], d["delta_n"],
                          d["sampling_variance"], d["noise_variance"], d["V_n"]],
                         ["population", model.N, 1.0, model.epsilon, model.delta, 0.0, d["V_N"], d["V_N"]]],
-                       ["s", "d", ".6g", ".6g", ".3g", ".6g", ".6g", ".6g"]))
+                       ["s", ".10g", ".6g", ".6g", ".3g", ".6g", ".6g", ".6g"]))      # n is real in a relaxation
     lines.append("")
     lines.append(f"gain V_N/V_n*       : {d['gain']:.6g}")
     lines.append(f"sampling helps      : {'yes' if d['helps'] else 'no (release the population statistic)'}")
