@@ -1,4 +1,5 @@
-"""Faults of the pyomo backend (SCIP / HiGHS) found by an audit, each checked against an independent oracle.
+"""The pyomo backend (SCIP / HiGHS) at the edges: extreme ε, time limits, solver names and infeasibility
+claims, each checked against an independent oracle (the faults an audit found stay fixed).
 
 1. SCIP on large ε: c·N = e^{ε}·N was written as a coefficient above SCIP's infinity (1e20), so SCIP
    claimed ``infeasible`` (or returned a wrong point). Oracle: the exact backend (integer and relaxation).
