@@ -139,7 +139,7 @@ def check_hierarchy(model, sol, where):
     eps = np.asarray(sol.x, dtype=float)
     lo, hi = model.level_bounds()
     assert np.all(eps >= lo * (1 - 1e-12)) and np.all(eps <= hi * (1 + 1e-12)), where
-    if model.objective_kind != "truncated-laplace-mse":
+    if model.loss != "truncated-laplace-mse":
         return
     f = lambda e: sum(model.weights[l] * float(np.sum(_truncated_mse(e[l], model.hierarchy.counts[l],  # noqa: E731
                                                                       model.sensitivity))) for l in range(len(e)))

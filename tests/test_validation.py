@@ -130,7 +130,7 @@ def test_cli_solve_json_matches_api(tmp_path, capsys):
     assert out["n"] == api.n.tolist() and out["status"] == "optimal" and out["certificate"]["optimal"]
     assert main(["solve", str(path)]) == 0
     text = capsys.readouterr().out
-    assert "ratio Neyman/this" in text and "certificate" in text and "eps_i" in text
+    assert "ratio Neyman/this" in text and "certificate" in text and "nominal eps" in text
 
 
 def test_unknown_option_is_a_clear_type_error_and_faults_become_status():

@@ -42,6 +42,8 @@ def test_old_method_keyword_and_function_names_warn():
         old = dpopt.HierarchyBudget(h, 2.0, objective="laplace-variance")
     new = dpopt.HierarchyBudget(h, 2.0, loss="laplace-variance")
     assert old.objective_value(old.uniform_split()) == new.objective_value(new.uniform_split())
+    with pytest.warns(DeprecationWarning, match="HierarchyBudget.loss"):
+        assert new.objective_kind == new.loss == "laplace-variance"
     with pytest.raises(TypeError, match="loss= only"):
         dpopt.HierarchyBudget(h, 2.0, loss="laplace-variance", objective="laplace-variance")
     with pytest.warns(DeprecationWarning, match="simulate_hierarchy"):
@@ -53,10 +55,10 @@ def test_old_method_keyword_and_function_names_warn():
 def test_hierarchy_model_file_key_loss_and_its_old_name():
     base = {"family": "hierarchy", "epsilon_total": 2.0, "dataset": "toy"}
     m, _ = modelfile.from_dict({**base, "loss": "laplace-variance"})
-    assert m.objective_kind == "laplace-variance"
+    assert m.loss == "laplace-variance"
     with pytest.warns(DeprecationWarning, match="'loss'"):
         m2, _ = modelfile.from_dict({**base, "objective": "laplace-variance"})
-    assert m2.objective_kind == "laplace-variance"
+    assert m2.loss == "laplace-variance"
     with pytest.raises(modelfile.ModelFileError, match="loss only"):
         modelfile.from_dict({**base, "objective": "laplace-variance", "loss": "laplace-variance"})
 

@@ -61,7 +61,7 @@ def stratified_report(model, solution: Solution) -> str:
         row += [br["sampling"][i], br["noise"][i]]
         rows.append(row)
     heads = ["stratum"] + (["domain"] if model.domains is not None else []) + ["N"] + (["sigma2"] if one else [])
-    heads += ["n" if integer else "x", "rate", "eps_i"] + (["noise scale"] if one else []) + ["sampling var", "noise var"]
+    heads += ["n" if integer else "x", "rate", "nominal eps"] + (["noise scale"] if one else []) + ["sampling var", "noise var"]
     fmts = ["s"] + (["s"] if model.domains is not None else []) + ["d"] + ([".4g"] if one else [])
     fmts += ["d" if integer else ".4f", ".4f", ".4g"] + ([".4g"] if one else []) + [".5g", ".5g"]
     lines.append("")
@@ -221,7 +221,7 @@ def sample_size_report(model, solution: Solution) -> str:
         return "\n".join(lines)
     d = solution.details
     lines.append("")
-    lines.append(table(["", "n", "rate", "eps_n", "delta_n", "sampling var", "noise var", "V"],
+    lines.append(table(["", "n", "rate", "nominal eps", "nominal delta", "sampling var", "noise var", "V"],
                        [["sample", d["n_star"], d["rate"], d["epsilon_n"], d["delta_n"],
                          d["sampling_variance"], d["noise_variance"], d["V_n"]],
                         ["population", model.N, 1.0, model.epsilon, model.delta, 0.0, d["V_N"], d["V_N"]]],
@@ -245,11 +245,11 @@ def importance_report(model, solution: Solution) -> str:
              float(np.max(solution.details["psi"]))],
             ["uniform (same size)", float(uni.sum()), float(uni[0]), float(uni[0]), float(np.max(psi_u))]]
     lines.append("")
-    lines.append(table(["sampling", "E[size]", "min q", "max q", "max psi"], rows,
+    lines.append(table(["sampling", "E[size]", "min q", "max q", "max central psi"], rows,
                        ["s", ".6g", ".4g", ".4g", ".6g"]))
     lines.append("")
     lines.append(f"records             : {model.n}")
-    lines.append(f"target eps*         : {model.epsilon:g}")
+    lines.append(f"central eps*        : {model.epsilon:g}")
     if solution.certificate is not None:
         lines.append(f"certificate         : {solution.certificate}")
     return "\n".join(lines)

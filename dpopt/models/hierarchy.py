@@ -26,11 +26,11 @@ from .. import _validate as V
 from ..result import Certificate, Solution, Status
 from ..privacy.mechanisms import laplace_variance
 from ..privacy.truncated_laplace import truncated_laplace_moments
-from .._deprecated import renamed_keyword
+from .._deprecated import renamed_keyword, warn
 from .base import Model, honest_status
 from .tree import Hierarchy
 
-OBJECTIVES = ("truncated-laplace-mse", "laplace-variance")
+LOSSES = ("truncated-laplace-mse", "laplace-variance")
 EPS_MAX = 700.0          # largest budget of one level (docs/privacy.md: ε ranges over [1e-6, 700])
 DEFAULT_EPS_MIN = 1e-6
 
@@ -63,7 +63,7 @@ class HierarchyBudget(Model):
             raise TypeError(f"hierarchy must be a dpopt.Hierarchy, got {type(hierarchy).__name__}")
         self.hierarchy = hierarchy
         L = hierarchy.n_levels
-        self.objective_kind = V.choice("loss", loss, OBJECTIVES)
+        self.loss = V.choice("loss", loss, LOSSES)
         self.sensitivity = V.positive("sensitivity", sensitivity, upper=1e100)
         if self.sensitivity < 1e-100:
             raise ValueError(f"sensitivity must be in [1e-100, 1e100], got {self.sensitivity:g}")
@@ -111,6 +111,12 @@ class HierarchyBudget(Model):
         return self.hierarchy.n_levels
 
     @property
+    def objective_kind(self) -> str:
+        """Deprecated name of :attr:`loss` (removed in the next release)."""
+        warn("HierarchyBudget.objective_kind", "HierarchyBudget.loss")
+        return self.loss
+
+    @property
     def sizes(self) -> np.ndarray:
         return np.asarray(self.hierarchy.sizes, dtype=float)
 
@@ -118,7 +124,7 @@ class HierarchyBudget(Model):
         prog = (f"epsilon_total={self.epsilon_total:g}" if self.program == "budget"
                 else f"mse_target={self.mse_target:g}")
         return (f"HierarchyBudget(levels={self.n_levels}, sizes={self.hierarchy.sizes}, {prog}, "
-                f"loss={self.objective_kind!r})")
+                f"loss={self.loss!r})")
 
     def level_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """Box of each ε_ℓ: [epsilon_min, min(700, epsilon_total − (L−1)·epsilon_min)]."""
@@ -159,7 +165,7 @@ class HierarchyBudget(Model):
         if z is None:
             z, m = self._z[level], None
         n = float(z.size if m is None else m.sum())
-        if self.objective_kind == "laplace-variance":
+        if self.loss == "laplace-variance":
             v = laplace_variance(e, self.sensitivity, order=2 if order else 0)
             return tuple(n * t for t in v) if order else (n * v[0],)
         x = e * z
@@ -182,7 +188,7 @@ class HierarchyBudget(Model):
         e = self._check_eps(eps)
         mse, b2 = [], []
         for l in range(self.n_levels):
-            if self.objective_kind == "laplace-variance":
+            if self.loss == "laplace-variance":
                 mse.append(laplace_variance(e[l], self.sensitivity)[0] * self._z[l].size)
                 b2.append(0.0)
             else:
@@ -196,7 +202,7 @@ class HierarchyBudget(Model):
         """MSE of every node of ``level`` (0-based, 0 ≤ level < n_levels) at budget ε."""
         e = V.positive("epsilon", eps, upper=EPS_MAX)
         level = V.integer("level", level, minimum=0, maximum=self.n_levels - 1)
-        if self.objective_kind == "laplace-variance":
+        if self.loss == "laplace-variance":
             return np.full(self._z[level].size, laplace_variance(e, self.sensitivity)[0])
         return truncated_laplace_moments(e, self.hierarchy.counts[level], self.sensitivity)["mse"]
 

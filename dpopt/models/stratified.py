@@ -462,7 +462,7 @@ class StratifiedDesign(Model):
         return self.log_c + logN - np.log(x)
 
     def nominal_epsilon_at(self, x, idx=None) -> np.ndarray:
-        """Nominal (local) budget ε_i = log1p(expm1(ε)·N_i/x_i) each sampled person gets in stratum i.
+        """Nominal budget ε_i = log1p(expm1(ε)·N_i/x_i) each sampled person gets in stratum i.
 
         With several study variables, variable j's response is privatised with ``shares[j]·ε_i``.
         ``idx``: the strata of the entries of ``x`` (default: x has one entry per stratum, in order).
@@ -470,7 +470,7 @@ class StratifiedDesign(Model):
         return np.logaddexp(0.0, self._log_y(np.asarray(x, dtype=float), idx))
 
     def noise_variance_at(self, x, variable: int | None = None, idx=None) -> np.ndarray:
-        """γ²(x_i): noise variance per response at the local budget (variable j's share of it).
+        """γ²(x_i): noise variance per response at the nominal budget (variable j's share of it).
 
         One variable: a vector; several: a k×J matrix unless ``variable`` picks one column. ``idx`` as in
         :meth:`nominal_epsilon_at`.

@@ -167,7 +167,7 @@ def figure_amplification(out_dir, quick=False) -> Path:
         ax.semilogx(data["rate"], data[e], label=f"ε = {e:g}")
     ax.set_xlabel("sampling rate n/N")
     ax.set_ylabel("ε_n")
-    ax.set_title("Amplified nominal budget (Hu et al. Fig. 3)")
+    ax.set_title("Nominal budget (Hu et al. Fig. 3)")
     ax.legend()
     ax.grid(alpha=0.3)
     return _save(fig, out_dir, "hu_fig3_amplification.png")

@@ -1,7 +1,7 @@
 """Monte Carlo of released statistics over repeated simple random samples (Hu, Drechsler & Kim §4).
 
 For each target ε and sampling rate n/N, ``draws`` SRS samples without replacement are drawn from the
-population; the statistic of each sample is released with the amplified budget
+population; the statistic of each sample is released with the nominal budget
 (ε_n, δ_n) = (log1p((N/n)·expm1(ε)), N·δ/n) and compared with the population value:
 
 * ``statistic="mean"``: sample mean + Laplace(R/(n·ε_n)) (global sensitivity R/n);

@@ -7,7 +7,7 @@ variables. ``relax`` solves it with Clarabel; ``solve`` solves the integer desig
 cvxpy). The min-cost variant puts the same expression in the constraint ``g(n) ≤ V0``.
 
 Laplace (and DLap with Δ > 1) is not DCP. ``relax`` then uses cvxpy's DNLP mode with IPOPT when the
-optional extra is installed (``pip install "dpopt[ipopt]"``): the local budget is written in log-space as
+optional extra is installed (``pip install "dpopt[ipopt]"``): the nominal budget is written in log-space as
 ``L = logistic(log(cN) − log n)``, so ε up to 700 and N up to 1e9 stay finite. The objective is convex,
 so IPOPT's KKT point is the global optimum; the answer is nevertheless certified independently by the
 linearisation bound ``g(x) + min_{y feasible} ∇g(x)·(y − x)`` (exact greedy for the sum-and-bounds

@@ -108,7 +108,7 @@ def _solve(model: HierarchyBudget, tol: float = 1e-14, max_iter: int = 200, dead
     lo, hi = model.level_bounds()
     d2 = model.sensitivity ** 2
     a = model.weights * model.sizes * d2          # −ε³F_ℓ' ∈ [2a, 4a]  (= 4a without truncation)
-    kmin = 4.0 if model.objective_kind == "laplace-variance" else 2.0
+    kmin = 4.0 if model.loss == "laplace-variance" else 2.0
 
     def target(eps, F):
         return math.fsum(eps) if model.program == "budget" else float(np.sum(F))

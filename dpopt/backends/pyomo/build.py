@@ -32,7 +32,7 @@ _LOG_Y_NEGLIGIBLE = 40.0
 
 
 def _log_amplified(d: StratifiedDesign, i: int, v, hi: float | None = None, ref: float = 1.0):
-    """Pyomo expression of L/ref, L = log1p(c·N_i/v) the amplified local budget, without huge coefficients.
+    """Pyomo expression of L/ref, L = log1p(c·N_i/v) the nominal budget, without huge coefficients.
 
     * ``log(cN) ≤ 34``: ``log(1 + K/v)`` with K = cN ≤ 5.8e14 (a plain coefficient);
     * else ``L = u + log(1 + exp(−u))`` with ``u = log(cN) − log(v)`` (no coefficient beyond log(cN) ≤ ~750);

@@ -125,7 +125,7 @@ def solve_hierarchy_pyomo(model: HierarchyBudget, solver: str = "scip", time_lim
     w = model.weights
     levels = [_level_data(model, l, float(lo[l])) for l in range(L)]
     nterms = sum(z.size for _, z, _ in levels)
-    if model.objective_kind == "truncated-laplace-mse" and nterms > max_terms:
+    if model.loss == "truncated-laplace-mse" and nterms > max_terms:
         return Solution(Status.UNSUPPORTED, backend="pyomo", solver=solver,
                         message=f"{nterms} distinct small counts need {nterms} exponential terms, above "
                                 f"max_terms={max_terms} (raise it, or use the exact backend)")
@@ -141,7 +141,7 @@ def solve_hierarchy_pyomo(model: HierarchyBudget, solver: str = "scip", time_lim
 
     def level_expr(mm, l):
         e = mm.e[l]        # ε = ref·s: fold ref into the coefficients
-        if model.objective_kind == "laplace-variance":
+        if model.loss == "laplace-variance":
             inner = 2.0 * float(model.sizes[l])
         else:
             const, z, mult = levels[l]
