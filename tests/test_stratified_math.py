@@ -166,3 +166,12 @@ def test_dlap_relaxation_certified_at_zero_variance(mech):
     r = m.relax()
     assert r.status == dpopt.Status.OPTIMAL and r.certificate.optimal
     assert r.objective <= m.solve().objective * (1 + 1e-12)
+
+
+def test_baseline_with_a_zero_variance_stratum_stays_within_bounds():
+    # the Neyman weight of a stratum with sigma2 = 0 is 0: once the other strata are full it must take the rest
+    # (the old bisection ran t to infinity, 0·inf = nan: [101, 2], sum 103 != 150, above upper = 100)
+    model = dpopt.StratifiedDesign(N=[100, 100], sigma2=[1.0, 0.0], total=150, epsilon=1.0, upper=[100, 100])
+    assert list(model.baseline("neyman")) == [100, 50]
+    from dpopt.models.stratified import largest_remainder
+    assert list(largest_remainder([1.0, 0.0, 2.0], 8, [0, 1, 0], [2, 10, 3])) == [2, 3, 3]

@@ -20,6 +20,7 @@ import numpy as np
 from scipy.special import expit
 
 from .. import _validate as V
+from ..numerics import water_fill
 from ..privacy.amplification import log_expm1
 from ..privacy.mechanisms import Mechanism, get_mechanism
 from ..result import Certificate, Solution, Status
@@ -910,34 +911,16 @@ def _psi(ly, L, s, u):
 def largest_remainder(weights, total: int, lower, upper) -> np.ndarray:
     """Integer allocation ∝ ``weights`` summing to ``total`` within [lower, upper].
 
-    The real allocation ``clip(t·w, lower, upper)`` with Σ = total is found by bisection on t (it
-    is monotone in t); its floors are topped up one unit each in order of largest remainder among
+    The real allocation is :func:`~dpopt.numerics.water_fill`'s ``clip(t·w, lower, upper)`` with Σ = total
+    (zero weights filled last); its floors are topped up one unit each in order of largest remainder among
     strata with room.
     """
-    w = np.asarray(weights, dtype=float)
     lo = np.asarray(lower, dtype=float)
     hi = np.asarray(upper, dtype=float)
     total = int(total)
-    if total == lo.sum():
-        return lo.astype(np.int64)
-    if total == hi.sum():
-        return hi.astype(np.int64)
-    pos = w > 0
-    if not np.any(pos):
+    if not np.any(np.asarray(weights, dtype=float) > 0):
         raise ValueError("weights must have a positive entry")
-    alloc = lambda t: np.clip(t * w, lo, hi)  # noqa: E731
-    t_lo, t_hi = 0.0, 1.0
-    while alloc(t_hi).sum() < total:
-        t_hi *= 2.0
-        if not np.isfinite(t_hi):  # only strata with zero weight are below upper: fill them
-            break
-    for _ in range(200):
-        t_mid = 0.5 * (t_lo + t_hi)
-        if alloc(t_mid).sum() < total:
-            t_lo = t_mid
-        else:
-            t_hi = t_mid
-    x = alloc(t_hi)
+    x = water_fill(weights, lo, hi, total)
     n = np.floor(x + 1e-9).astype(np.int64)
     n = np.clip(n, lo.astype(np.int64), hi.astype(np.int64))
     short = total - int(n.sum())
