@@ -58,3 +58,27 @@ def test_backends_evaluate_terms_through_the_model(mech):
         assert _term(d, i, v) == pytest.approx(want, rel=1e-13)
         full = np.tile(v[:, None], (1, 3))
         assert d.terms(v, np.full(v.size, i)) == pytest.approx([d.terms(row)[i] for row in full], rel=1e-15)
+
+
+@pytest.mark.parametrize("total", [0.01, 1.0, 5.0, 60.0])
+def test_laplace_variance_split_is_the_exact_optimum(total):
+    """The closed form ε ∝ (w|R|)^{1/3} clipped by water-filling equals the exact KKT solve of program (6) under
+    the Laplace-variance loss, and never spends more than ε_total."""
+    m = HierarchyBudget(dpopt.toy_hierarchy(), total, loss="laplace-variance")
+    e = m.laplace_variance_split()
+    assert e.sum() <= total and e.sum() == pytest.approx(total, rel=1e-14)
+    np.testing.assert_allclose(e, m.solve(backend="exact").epsilon, rtol=1e-12)
+    lo, hi = m.level_bounds()
+    if np.all(e > lo) and np.all(e < hi):           # nothing clipped: the plain cube-root proportions
+        a = np.cbrt(m.weights * m.sizes)
+        np.testing.assert_allclose(e, total * a / a.sum(), rtol=1e-14)
+
+
+@pytest.mark.parametrize("tau", [0.1, 10.0, 1000.0])
+def test_uniform_split_meets_the_target_at_the_smallest_level(tau):
+    m = HierarchyBudget(dpopt.toy_hierarchy(), mse_target=tau, loss="laplace-variance")
+    u = m.uniform_split()
+    assert np.all(u == u[0]) and m.objective_value(u) <= tau
+    # G(u·1) = Σ w_ℓ |R_ℓ| 2/u²: the closed-form uniform budget
+    closed = np.sqrt(2.0 * float(np.sum(m.weights * m.sizes)) / tau)
+    assert u[0] == pytest.approx(max(closed, m.epsilon_min), rel=1e-14)

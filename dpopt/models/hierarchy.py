@@ -27,6 +27,7 @@ from ..result import Certificate, Solution, Status
 from ..privacy.mechanisms import laplace_variance
 from ..privacy.truncated_laplace import truncated_laplace_moments
 from .._deprecated import renamed_keyword, warn
+from ..numerics import bisect, fill_cheapest, water_fill
 from .base import Model, honest_status
 from .tree import Hierarchy
 
@@ -225,18 +226,13 @@ class HierarchyBudget(Model):
         L = self.n_levels
         if self.program == "budget":
             return np.full(L, self.epsilon_total / L)
-        lo, hi = self.epsilon_min, EPS_MAX
+        lo = self.epsilon_min
         if self.objective_value(np.full(L, lo)) <= self.mse_target:
             return np.full(L, lo)
-        for _ in range(200):                    # bisection in log ε: G(u·1) decreasing in u
-            mid = math.sqrt(lo * hi)
-            if self.objective_value(np.full(L, mid)) <= self.mse_target:
-                hi = mid
-            else:
-                lo = mid
-            if hi / lo - 1 < 1e-15:
-                break
-        return np.full(L, hi)
+        # G(u·1) decreases in u: bisection in log u; the upper end meets the target
+        _, hi = bisect(lambda lu: self.objective_value(np.full(L, math.exp(lu))) > self.mse_target,
+                       math.log(lo), math.log(EPS_MAX), xtol=1e-15, max_iter=200)
+        return np.full(L, math.exp(hi))
 
     def laplace_variance_split(self) -> np.ndarray:
         """Closed form of the untruncated problem (6): ε_ℓ ∝ (w_ℓ |R_ℓ|)^{1/3}, clipped to the box by
@@ -246,15 +242,7 @@ class HierarchyBudget(Model):
         E = self.epsilon_total
         if E is None:
             raise ValueError("laplace_variance_split is for program (6) (epsilon_total)")
-        f = lambda t: np.clip(t * a, lo, hi)  # noqa: E731
-        t_lo, t_hi = 0.0, E / a.min()
-        for _ in range(200):
-            t = 0.5 * (t_lo + t_hi)
-            if f(t).sum() < E:
-                t_lo = t
-            else:
-                t_hi = t
-        return f(0.5 * (t_lo + t_hi))
+        return water_fill(a, lo, hi, E)
 
     def certificate(self, eps, tol: float = 1e-7) -> Certificate:
         """Gap certificate from one supporting hyperplane of the convex objective at ``eps``.
@@ -276,12 +264,7 @@ class HierarchyBudget(Model):
             if total > self.epsilon_total * (1 + 1e-12):
                 return Certificate("gap", False, message=f"budget violated: sum(eps) = {total!r}")
             obj = float(F.sum())
-            room = self.epsilon_total - float(lo.sum())
-            best = lo.copy()
-            for l in np.argsort(g):                # most negative slope first
-                take_ = min(room, hi[l] - lo[l])
-                best[l] += take_
-                room -= take_
+            best = fill_cheapest(g, lo, hi, min(self.epsilon_total, float(hi.sum())))   # all g < 0: fill to E
             lb = obj + float(np.dot(g, best - e))
         else:
             G = float(F.sum())
