@@ -35,7 +35,7 @@ from scipy.special import lambertw
 from .. import _validate as V
 from ..privacy.amplification import log_expm1
 from ..result import Certificate, Solution, Status
-from ..numerics import bisect
+from ..numerics import NotBracketed, bisect, widen
 from .base import Model
 
 _MAX_LOG2_W = 1000  # doubling bracket stops at w = 2**1000
@@ -205,19 +205,8 @@ def bisect_optimal_weights(profile: Callable, points, epsilon, *, rtol: float = 
             i = int(np.flatnonzero(active & (hi > _MAX_LOG2_W))[0])
             raise ValueError(f"Problem 7 is unbounded for record {i}: its loss stays below log1p(expm1(eps*)·w)"
                              f" up to w = 2**{_MAX_LOG2_W} (the profile grows too slowly; Assumption 9)")
-    # bisection in log2 w
-    tol = rtol / math.log(2)
-    for _ in range(200):
-        gap = hi - lo
-        act = gap > tol * np.maximum(1.0, np.abs(hi))
-        if not np.any(act):
-            break
-        idx = np.flatnonzero(act)
-        mid = 0.5 * (lo[idx] + hi[idx])
-        f = phi(np.exp2(mid), idx)
-        feas = f <= 0
-        lo[idx[feas]] = mid[feas]
-        hi[idx[~feas]] = mid[~feas]
+    # bisection in log2 w, elementwise
+    lo, _ = bisect(lambda m: phi(np.exp2(m), all_idx) <= 0, lo, hi, rtol=rtol / math.log(2), max_iter=200)
     return np.exp2(lo)
 
 
@@ -506,15 +495,14 @@ def _bisect_decreasing(f, lo, hi, target, what):
     The bracket grows geometrically in log x from ``lo`` but never beyond ``hi`` (where the model stops
     being defined); raises when even f(hi) exceeds the target. Returns the upper end of the final bracket,
     so f(x) ≤ target there. At most ~12 expansion and 200 bisection steps."""
+    above = lambda lx: f(math.exp(lx)) > target  # noqa: E731
     llo, top = math.log(lo), math.log(hi)
-    lhi = min(llo + 1.0, top)
-    while f(math.exp(lhi)) > target:
-        if lhi >= top:
-            raise ValueError(f"the target expected size {target:g} is unreachable: even {what} = {hi:g} (the "
-                             f"largest supported) gives {f(hi):.6g}")
-        llo = lhi
-        lhi = min(top, lhi + max(1.0, 2 * (lhi - math.log(lo))))
-    llo, lhi = bisect(lambda lx: f(math.exp(lx)) > target, llo, lhi, rtol=1e-14, max_iter=200)
+    try:
+        llo, lhi = widen(above, llo, min(llo + 1.0, top), limit=top, step=1.0, grow=2.0)
+    except NotBracketed:
+        raise ValueError(f"the target expected size {target:g} is unreachable: even {what} = {hi:g} (the "
+                         f"largest supported) gives {f(hi):.6g}") from None
+    llo, lhi = bisect(above, llo, lhi, rtol=1e-14, max_iter=200)
     return math.exp(lhi)
 
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from .. import _validate as V
 from .._deprecated import renamed
-from ..numerics import bisect
+from ..numerics import NotBracketed, bisect, widen
 from ..privacy.amplification import nominal_epsilon
 from ..privacy.mechanisms import laplace_variance
 from ..result import Certificate, Solution, Status
@@ -105,18 +105,16 @@ def epsilon_for_noise_ratio(rate, ratio=1.0, *, rtol: float = 1e-13):
                              "1 - r ~ eps*(1 - q)/q). Ask for a ratio slightly below 1 instead.")
         raise ValueError(f"ratio must be in (rate², 1) = ({q * q:g}, 1), got {ratio:g}")
     f = lambda le: float(noise_ratio(math.exp(le), q)) - ratio  # noqa: E731  decreasing in log eps
-    hi = 0.0
-    while f(hi) > 0:  # r still above the target: a larger eps is needed
-        hi += 8.0
-        if hi > 690.0:
-            raise ValueError("the epsilon for this ratio exceeds e**690")
-    lo = hi - 8.0
-    while f(lo) <= 0:
-        lo -= 8.0
-        if lo < -690.0:
-            raise ValueError(f"at rate {q:g} the epsilon for ratio {ratio:g} is below e**-690 (outside double "
-                             "precision)")
-    lo, hi = bisect(lambda le: f(le) > 0, lo, hi, xtol=rtol, max_iter=400)
+    above = lambda le: f(le) > 0  # noqa: E731  r still above the target: a larger eps is needed
+    try:    # steps of 8 in log eps, up from 0 and then down
+        lo, hi = widen(above, -8.0, 0.0, limit=690.0, step=8.0, grow=0.0)
+        lo, hi = widen(above, lo, hi, up=False, limit=-690.0, step=8.0, grow=0.0)
+    except NotBracketed as e:
+        if e.side == "upper":
+            raise ValueError("the epsilon for this ratio exceeds e**690") from None
+        raise ValueError(f"at rate {q:g} the epsilon for ratio {ratio:g} is below e**-690 (outside double "
+                         "precision)") from None
+    lo, hi = bisect(above, lo, hi, xtol=rtol, max_iter=400)
     return math.exp(0.5 * (lo + hi))
 
 
