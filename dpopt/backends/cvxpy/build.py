@@ -8,6 +8,7 @@ import numpy as np
 
 from ...models.min_cost import MinCostDesign
 from ...models.stratified import StratifiedDesign
+from ...numerics import fill_cheapest
 
 
 class CvxpyUnsupported(ValueError):
@@ -124,14 +125,7 @@ def _linear_minimum(model, c, extra=None):
     """
     lo, hi = model.lower.astype(float), model.upper.astype(float)
     if extra is None and isinstance(model, StratifiedDesign) and model.is_plain:
-        y = lo.copy()
-        room = model.total - lo.sum()
-        for i in np.argsort(c, kind="stable"):
-            step = min(hi[i] - lo[i], room)
-            y[i] += step
-            room -= step
-            if room <= 0:
-                break
+        y = fill_cheapest(c, lo, hi, model.total)
         return float(c @ y), y
     import cvxpy as cp
 

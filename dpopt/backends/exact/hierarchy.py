@@ -25,6 +25,7 @@ import time
 import numpy as np
 
 from ...models.hierarchy import HierarchyBudget
+from ...numerics import bisect
 from ... import _validate as V
 from ...registry import register
 from ...result import Solution, Status
@@ -125,15 +126,9 @@ def _solve(model: HierarchyBudget, tol: float = 1e-14, max_iter: int = 200, dead
     if model.program == "budget":
         def lam_for(c):
             # λ with Σ clip((c a/λ)^{1/3}) = E, by bisection on log λ (L numbers only)
-            ul, uh = -800.0, 800.0
-            for _ in range(200):
-                um = 0.5 * (ul + uh)
-                s = np.clip(np.cbrt(c * a * math.exp(-um)), lo, hi).sum() if um > -700 else np.inf
-                if s > goal:
-                    ul = um
-                else:
-                    uh = um
-            return ul, uh
+            def spent(um):
+                return np.clip(np.cbrt(c * a * math.exp(-um)), lo, hi).sum() if um > -700 else np.inf
+            return bisect(lambda um: spent(um) > goal, -800.0, 800.0, max_iter=200)
         u_a = lam_for(kmin)[0] - 1e-9
         u_b = lam_for(4.0)[1] + 1e-9
         u = 0.5 * (u_a + u_b)
