@@ -95,31 +95,42 @@ def _stratified(design, data, path, out, stem, quick, backend, solve_model=None)
     ax.set_title(f"sampling versus noise per stratum (noise share {b['noise_total'] / b['total']:.0%})")
     ax.legend()
     paths.append(_save(fig, out, f"{stem}_breakdown.png"))
-    eps = _grid(design.epsilon, quick)
-    obj, designs = [], []
-    for e in eps:
-        m = _variant(data, path, epsilon=float(e))
-        s = m.solve(backend=backend) if backend else m.solve()
+    show = np.argsort(-n)[:8]
+    paths.append(_path_figure(plt, data, path, backend, "epsilon", design.epsilon, quick, design.k, out, stem,
+                              xlabel="central epsilon", title="objective versus epsilon", ylabel="objective",
+                              series=[(int(i), labels[i]) for i in show], point_axis="semilogx",
+                              point_label="n_h",
+                              point_title="design path" + (" (8 largest strata)" if design.k > 8 else "")))
+    return paths
+
+
+def _path_figure(plt, data, path, backend, key, center, quick, size, out, stem, *, xlabel, title, ylabel, series,
+                 point_axis, point_label, point_title):
+    """``<stem>_path.png``: the model file re-solved with ``key`` on a grid around ``center``; the objective
+    (left) and the chosen entries ``series`` = [(index, label)] of the solution (right) along the grid."""
+    grid = _grid(center, quick)
+    obj, points = [], []
+    for g in grid:
+        r = _variant(data, path, **{key: float(g)})
+        s = r.solve(backend=backend) if backend else r.solve()
         obj.append(s.objective if s.ok else np.nan)
         pt = s.n if s.n is not None else s.x
-        designs.append(np.asarray(pt, dtype=float) if pt is not None else np.full(design.k, np.nan))
-    designs = np.array(designs)
+        points.append(np.asarray(pt, dtype=float) if pt is not None else np.full(size, np.nan))
+    points = np.array(points)
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
-    a1.loglog(eps, obj, "o-")
-    a1.axvline(design.epsilon, color="k", lw=1, ls="--")
-    a1.set_xlabel("central epsilon")
-    a1.set_ylabel("objective")
-    a1.set_title("objective versus epsilon")
-    show = np.argsort(-n)[:8]
-    for i in show:
-        a2.semilogx(eps, designs[:, i], "o-", label=labels[i])
-    a2.axvline(design.epsilon, color="k", lw=1, ls="--")
-    a2.set_xlabel("central epsilon")
-    a2.set_ylabel("n_h")
-    a2.set_title("design path" + (" (8 largest strata)" if design.k > 8 else ""))
+    a1.loglog(grid, obj, "o-")
+    a1.axvline(center, color="k", lw=1, ls="--")
+    a1.set_xlabel(xlabel)
+    a1.set_ylabel(ylabel)
+    a1.set_title(title)
+    for i, label in series:
+        getattr(a2, point_axis)(grid, points[:, i], "o-", label=label)
+    a2.axvline(center, color="k", lw=1, ls="--")
+    a2.set_xlabel(xlabel)
+    a2.set_ylabel(point_label)
+    a2.set_title(point_title)
     a2.legend(fontsize=8)
-    paths.append(_save(fig, out, f"{stem}_path.png"))
-    return paths
+    return _save(fig, out, f"{stem}_path.png")
 
 
 def _hierarchy(model, data, path, out, stem, quick, backend):
@@ -148,28 +159,11 @@ def _hierarchy(model, data, path, out, stem, quick, backend):
     paths.append(_save(fig, out, f"{stem}_breakdown.png"))
     key = "epsilon_total" if model.program == "budget" else "mse_target"
     center = model.epsilon_total if model.program == "budget" else model.mse_target
-    grid = _grid(center, quick)
-    obj, budgets = [], []
-    for g in grid:
-        s = _variant(data, path, **{key: float(g)})
-        r = s.solve(backend=backend) if backend else s.solve()
-        obj.append(r.objective if r.ok else np.nan)
-        budgets.append(np.asarray(r.x, dtype=float) if r.x is not None else np.full(L, np.nan))
-    budgets = np.array(budgets)
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
-    a1.loglog(grid, obj, "o-")
-    a1.axvline(center, color="k", lw=1, ls="--")
-    a1.set_xlabel(key)
-    a1.set_ylabel("weighted MSE" if key == "epsilon_total" else "total epsilon")
-    a1.set_title(f"objective versus {key}")
-    for l in range(L):
-        a2.loglog(grid, budgets[:, l], "o-", label=f"level {l + 1}")
-    a2.axvline(center, color="k", lw=1, ls="--")
-    a2.set_xlabel(key)
-    a2.set_ylabel("epsilon per level")
-    a2.set_title("budget path")
-    a2.legend(fontsize=8)
-    paths.append(_save(fig, out, f"{stem}_path.png"))
+    paths.append(_path_figure(plt, data, path, backend, key, center, quick, L, out, stem, xlabel=key,
+                              title=f"objective versus {key}",
+                              ylabel="weighted MSE" if key == "epsilon_total" else "total epsilon",
+                              series=[(l, f"level {l + 1}") for l in range(L)], point_axis="loglog",
+                              point_label="epsilon per level", point_title="budget path"))
     return paths
 
 

@@ -251,11 +251,8 @@ class PrivacyLedger:
                 if len(Ns) != 1:
                     raise ValueError(f"cell {name!r} has different (N, n) in releases of one sample")
                 N, n = Ns.pop()
-                nominal = sum_up(m.epsilon for c in cs for m in c.measurements)
-                dnom = sum_up(m.delta for c in cs for m in c.measurements)
-                e = nominal if N is None else amplify_up(nominal, n, N)
-                d = dnom if N is None else dnom * n / N
-                worst_e, worst_d = max(worst_e, e), max(worst_d, d)
+                merged = Cell(name, [m for c in cs for m in c.measurements], N, n)   # nominal sums, amplified once
+                worst_e, worst_d = max(worst_e, merged.epsilon), max(worst_d, merged.delta)
             eps_terms.append(worst_e)
             delta_terms.append(worst_d)
         return sum_up(eps_terms), sum_up(delta_terms)
