@@ -489,12 +489,19 @@ def _expected_size(eps, slopes=None, profile=None, points=None) -> float:
     return float(np.sum(1.0 / bisect_optimal_weights(profile, points, eps)))
 
 
-def _bisect_decreasing(f, lo, hi, target, what):
-    """x in [lo, hi] with f(x) = target for f non-increasing, f(lo) > target (log-space bisection).
+def _calibrate(f, lo, hi, target, what, where="", why_lo=""):
+    """x in [lo, hi] with f(x) = target for f non-increasing (log-space bisection); ``lo`` itself when
+    f(lo) ≤ target, and an error when even f(lo) is short of the target (``lo`` is the smallest admissible x).
 
     The bracket grows geometrically in log x from ``lo`` but never beyond ``hi`` (where the model stops
     being defined); raises when even f(hi) exceeds the target. Returns the upper end of the final bracket,
     so f(x) ≤ target there. At most ~12 expansion and 200 bisection steps."""
+    f_lo = f(lo)
+    if target > f_lo * (1 + 1e-12):
+        raise ValueError(f"expected size m = {target:g} is unreachable{where}: the smallest admissible {what} = "
+                         f"{lo:g}{why_lo} already gives {f_lo:.6g}; choose m <= {f_lo:.6g}")
+    if target >= f_lo:
+        return lo
     above = lambda lx: f(math.exp(lx)) > target  # noqa: E731
     llo, top = math.log(lo), math.log(hi)
     try:
@@ -530,14 +537,7 @@ def calibrate_epsilon(m, slopes=None, profile: Callable | None = None, points=No
     else:
         raise ValueError("give slopes, or profile and points")
     m = V.positive("m", m, upper=float(n))
-    e0 = max(e0, V.EPS_MIN)
-    m0 = size(e0)
-    if m > m0 * (1 + 1e-12):
-        raise ValueError(f"expected size m = {m:g} is unreachable: the smallest admissible eps* = {e0:g} "
-                         f"(max eps(1, x)) already gives {m0:.6g}; choose m <= {m0:.6g}")
-    if m >= m0:
-        return e0
-    return _bisect_decreasing(size, e0, V.EPS_MAX, m, "epsilon*")
+    return _calibrate(size, max(e0, V.EPS_MIN), V.EPS_MAX, m, "epsilon*", why_lo=" (max eps(1, x))")
 
 
 def calibrate_noise_scale(epsilon, m, sensitivities) -> float:
@@ -556,10 +556,4 @@ def calibrate_noise_scale(epsilon, m, sensitivities) -> float:
         raise ValueError(f"sensitivities span more than {eps / MIN_SLOPE:g}x (max/min); no noise scale keeps "
                          f"every slope s_i/b in [{MIN_SLOPE:g}, eps*]")
     size = lambda b: _expected_size(eps, slopes=np.minimum(s / b, eps))  # noqa: E731
-    m0 = size(b0)
-    if m > m0 * (1 + 1e-12):
-        raise ValueError(f"expected size m = {m:g} is unreachable at eps* = {eps:g}: the smallest admissible "
-                         f"noise scale b = {b0:g} already gives {m0:.6g}")
-    if m >= m0:
-        return b0
-    return _bisect_decreasing(size, b0, b_max, m, "noise scale")
+    return _calibrate(size, b0, b_max, m, "noise scale", where=f" at eps* = {eps:g}")
