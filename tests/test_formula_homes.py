@@ -82,3 +82,15 @@ def test_uniform_split_meets_the_target_at_the_smallest_level(tau):
     # G(u·1) = Σ w_ℓ |R_ℓ| 2/u²: the closed-form uniform budget
     closed = np.sqrt(2.0 * float(np.sum(m.weights * m.sizes)) / tau)
     assert u[0] == pytest.approx(max(closed, m.epsilon_min), rel=1e-14)
+
+
+@pytest.mark.parametrize("scale", [1e-3, 0.37, 1.0, 25.0, 1e5])
+def test_variance_at_scale_reads_the_mechanisms(scale):
+    """The release side's variance at an OpenDP scale s is the mechanism's variance at ε = 1, Δ = s:
+    2s² (Laplace), 2p/(1−p)² with p = e^{−1/s} (DLap), that + 1/12 (TuLap)."""
+    from dpopt.release._opendp import variance_at_scale
+    p = np.exp(-1.0 / scale)
+    dlap = 2 * p / (1 - p) ** 2
+    assert variance_at_scale("laplace", scale) == pytest.approx(2 * scale ** 2, rel=1e-15)
+    assert variance_at_scale("dlap", scale) == pytest.approx(dlap, rel=1e-9, abs=1e-300)
+    assert variance_at_scale("tulap", scale) == pytest.approx(dlap + 1 / 12, rel=1e-9)

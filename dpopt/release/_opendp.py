@@ -86,12 +86,9 @@ def search_scale(dp, mechanism: str, sensitivity: float, epsilon: float) -> tupl
 
 def variance_at_scale(mechanism: str, scale: float) -> float:
     """Variance of the noise OpenDP adds at ``scale``: 2s² (Laplace), 2p/(1−p)² with p = e^{−1/s}
-    (DLap), that plus 1/12 (TuLap)."""
-    if mechanism == "laplace":
-        return 2.0 * scale * scale
-    t = 1.0 / scale
-    var = 2.0 * math.exp(-t) / math.expm1(-t) ** 2
-    return var + (1.0 / 12.0 if mechanism == "tulap" else 0.0)
+    (DLap), that plus 1/12 (TuLap). Scale s is Δ/ε, so this is the mechanism's variance at ε = 1, Δ = s."""
+    from ..privacy.mechanisms import get_mechanism
+    return float(get_mechanism(mechanism).variance(1.0, scale))
 
 
 def privatise(dp, mechanism: str, scale: float, values):

@@ -91,8 +91,8 @@ def release_mean(model, sample, values, bounds, *, ledger: PrivacyLedger | None 
     ours = amplify_up(nominal, n, N)
     if not (ours <= eps and spent_opendp <= eps):   # pragma: no cover - the search guarantees OpenDP's side
         raise RuntimeError(f"mean release: amplified epsilon {ours!r} / {spent_opendp!r} above {eps!r}")
-    cell = Cell("population", [Measurement("mean", "laplace", (hi - lo) / n, scale, nominal, 0.0,
-                                           2.0 * scale * scale)], N, n)
+    noise_var = _opendp.variance_at_scale("laplace", scale)
+    cell = Cell("population", [Measurement("mean", "laplace", (hi - lo) / n, scale, nominal, 0.0, noise_var)], N, n)
     record = ReleaseRecord(name or "mean", "mean", [Part("population", [cell])], sample=sample.fingerprint,
                            target_epsilon=eps, details={"N": N, "n": n, "bounds": [lo, hi],
                                                         "epsilon_central_opendp": spent_opendp})
@@ -100,7 +100,7 @@ def release_mean(model, sample, values, bounds, *, ledger: PrivacyLedger | None 
     ledger.charge(record)
     clamped = [min(max(float(v), lo), hi) for v in vals]
     est = float(meas(clamped))
-    var = model.S2 * (N - n) / (n * N) + 2.0 * scale * scale
+    var = model.S2 * (N - n) / (n * N) + noise_var
     se = math.sqrt(var)
     z = float(ndtri(0.5 + confidence / 2.0))
     return MeanRelease(est, se, (est - z * se, est + z * se), confidence, n, N, scale, nominal, record.epsilon,

@@ -29,6 +29,7 @@ import numpy as np
 
 from .. import _validate as V
 from ..privacy.amplification import nominal_epsilon
+from ..privacy.mechanisms import laplace_variance
 
 STATISTICS = ("mean", "median")
 #: largest |value| of a population: squared errors and noise variances (up to (2·range/ε)², ε ≥ 1e-6)
@@ -288,13 +289,15 @@ def simulate_sample_size(population, epsilons, rates, statistic: str = "median",
             raise ValueError(f"bounds must lie within ±{VALUE_MAX:g}, got {(lo, hi)}")
     for ie, e in enumerate(eps):
         # population release
+        # Laplace noise of scale Δ/ε: Δ = R/N for the mean, twice the smooth sensitivity for the median
         if stat == "mean":
-            b_pop = R / N / e
             ss_pop = R / N
+            sens_pop = ss_pop
         else:
             ss_pop = float(smooth_sensitivity_median(pop, smooth_beta(e, d), lo, hi))
-            b_pop = 2.0 * ss_pop / e
-        pop_exact[ie] = 2.0 * b_pop ** 2
+            sens_pop = 2.0 * ss_pop
+        b_pop = sens_pop / e
+        pop_exact[ie] = laplace_variance(e, sens_pop)[0]
         pop_mc[ie] = float(np.mean(rng.laplace(0.0, b_pop, draws) ** 2))
         prog.step()
         for jr, nn in enumerate(n):
@@ -314,15 +317,15 @@ def simulate_sample_size(population, epsilons, rates, statistic: str = "median",
                     Y = pop[idx]
                 if stat == "mean":
                     est = Y.mean(axis=1)
-                    scale = np.full(B, R / nn / e_n)
                     s = np.full(B, R / nn)
+                    sens_n = s
                 else:
                     est = Y[:, (nn + 1) // 2 - 1]
                     s = smooth_sensitivity_median(Y, smooth_beta(e_n, d_n), lo, hi)
-                    scale = 2.0 * s / e_n
-                noise = rng.laplace(0.0, 1.0, B) * scale
+                    sens_n = 2.0 * s
+                noise = rng.laplace(0.0, 1.0, B) * (sens_n / e_n)
                 err2.append((est - theta) ** 2)
-                noise_var.append(2.0 * scale ** 2)
+                noise_var.append(laplace_variance(e_n, sens_n)[0])
                 released2.append((est + noise - theta) ** 2)
                 sens.append(s / ss_pop)
             err2, noise_var = np.concatenate(err2), np.concatenate(noise_var)
