@@ -94,3 +94,21 @@ def test_variance_at_scale_reads_the_mechanisms(scale):
     assert variance_at_scale("laplace", scale) == pytest.approx(2 * scale ** 2, rel=1e-15)
     assert variance_at_scale("dlap", scale) == pytest.approx(dlap, rel=1e-9, abs=1e-300)
     assert variance_at_scale("tulap", scale) == pytest.approx(dlap + 1 / 12, rel=1e-9)
+
+
+@pytest.mark.parametrize("eps", [1e-4, 0.05, 1.0, 30.0])
+def test_truncated_laplace_mse_sum_and_its_derivatives(eps):
+    """The level sum the hierarchy's solvers use: the sum of truncated_laplace_moments' MSE, and ε-derivatives
+    that match central differences; compressed counts give the same sums."""
+    counts = np.array([0.0, 1.0, 3.0, 3.0, 40.0, 1e4])
+    delta = 2.0
+    F, F1, F2 = privacy.truncated_laplace_mse_sum(eps, counts / delta, delta, order=2)
+    assert F == pytest.approx(float(privacy.truncated_laplace_moments(eps, counts, delta)["mse"].sum()), rel=1e-13)
+    h = eps * 1e-4
+    f = lambda e: privacy.truncated_laplace_mse_sum(e, counts / delta, delta)[0]  # noqa: E731
+    f1 = lambda e: privacy.truncated_laplace_mse_sum(e, counts / delta, delta, order=1)[1]  # noqa: E731
+    assert F1 == pytest.approx((f(eps + h) - f(eps - h)) / (2 * h), rel=1e-6)
+    assert F2 == pytest.approx((f1(eps + h) - f1(eps - h)) / (2 * h), rel=1e-6)
+    z, m = np.unique(counts / delta, return_counts=True)
+    assert privacy.truncated_laplace_mse_sum(eps, z, delta, 2, m.astype(float)) == pytest.approx((F, F1, F2),
+                                                                                               rel=1e-13)

@@ -25,7 +25,7 @@ import numpy as np
 from .. import _validate as V
 from ..result import Certificate, Solution, Status
 from ..privacy.mechanisms import laplace_variance
-from ..privacy.truncated_laplace import truncated_laplace_moments
+from ..privacy.truncated_laplace import truncated_laplace_moments, truncated_laplace_mse_sum
 from .._deprecated import renamed_keyword, warn
 from ..numerics import bisect, fill_cheapest, water_fill
 from .base import Model, honest_status
@@ -162,27 +162,13 @@ class HierarchyBudget(Model):
     def level_terms(self, eps, level: int, order: int = 2, z=None, m=None):
         """(F, F', F'') of the unweighted level sum Σ_j MSE(ε, N_j) at scalar ε (order 0: F only)."""
         e = float(eps)
-        d2 = self.sensitivity ** 2
         if z is None:
             z, m = self._z[level], None
-        n = float(z.size if m is None else m.sum())
         if self.loss == "laplace-variance":
+            n = float(z.size if m is None else m.sum())
             v = laplace_variance(e, self.sensitivity, order=2 if order else 0)
             return tuple(n * t for t in v) if order else (n * v[0],)
-        x = e * z
-        ex = np.exp(-x)
-        xe = x * ex
-        dot = (lambda a: float(np.sum(a))) if m is None else (lambda a: float(m @ a))
-        A, B = dot(ex), dot(xe)
-        F = d2 / e ** 2 * (2 * n - A - B)
-        if not order:
-            return (F,)
-        x2e = x * xe
-        C = dot(x2e)
-        D = dot(x * x2e)
-        F1 = -d2 / e ** 3 * (4 * n - 2 * A - 2 * B - C)
-        F2 = d2 / e ** 4 * (12 * n - 6 * A - 6 * B - 3 * C - D)
-        return F, F1, F2
+        return truncated_laplace_mse_sum(e, z, self.sensitivity, order, m)
 
     def level_breakdown(self, eps) -> dict:
         """Per level: MSE, bias² and variance sums over the level's nodes (closed forms)."""

@@ -5,12 +5,12 @@ from .amplification import (amplified_delta, amplified_epsilon, amplified_epsilo
                             nominal_epsilon_delta)
 from .mechanisms import (MECHANISMS, DiscreteLaplace, Laplace, Mechanism, TuLap, get_mechanism,
                          laplace_variance, noise_variance)
-from .truncated_laplace import truncated_laplace_moments
+from .truncated_laplace import truncated_laplace_moments, truncated_laplace_mse_sum
 
 __all__ = [
     "central_epsilon", "nominal_epsilon", "central_delta", "nominal_delta",
     "central_epsilon_delta", "nominal_epsilon_delta", "log_expm1",
     "amplified_epsilon", "amplified_delta", "amplified_epsilon_delta",     # deprecated names
     "Mechanism", "Laplace", "DiscreteLaplace", "TuLap", "MECHANISMS", "get_mechanism", "noise_variance",
-    "laplace_variance", "truncated_laplace_moments",
+    "laplace_variance", "truncated_laplace_moments", "truncated_laplace_mse_sum",
 ]

@@ -35,3 +35,27 @@ def truncated_laplace_moments(epsilon, N, sensitivity: float = 1.0) -> dict:
     bias = 0.5 * (d / eps) * e
     var = s2 * (2.0 - xe - 0.25 * e * e)
     return {"bias": bias, "bias2": bias ** 2, "variance": var, "mse": mse}
+
+
+def truncated_laplace_mse_sum(epsilon: float, z, sensitivity: float = 1.0, order: int = 0, counts=None) -> tuple:
+    """Σ_j MSE(ε, N_j) of the truncated release at a scalar ε, with z_j = N_j/Δ, and for ``order`` ≥ 1 its first
+    and second ε-derivatives: (F,) or (F, F', F''). ``counts`` (optional) says how many nodes share each z (a
+    compressed level). With x = εz: F = (Δ/ε)²Σ(2 − (1+x)e^{−x}). Not validated: the solvers' inner loop."""
+    e = float(epsilon)
+    d2 = float(sensitivity) ** 2
+    z = np.asarray(z, dtype=float)
+    dot = (lambda a: float(np.sum(a))) if counts is None else (lambda a: float(counts @ a))
+    n = float(z.size if counts is None else np.sum(counts))
+    x = e * z
+    ex = np.exp(-x)
+    xe = x * ex
+    A, B = dot(ex), dot(xe)
+    F = d2 / e ** 2 * (2 * n - A - B)
+    if not order:
+        return (F,)
+    x2e = x * xe
+    C = dot(x2e)
+    D = dot(x * x2e)
+    F1 = -d2 / e ** 3 * (4 * n - 2 * A - 2 * B - C)
+    F2 = d2 / e ** 4 * (12 * n - 6 * A - 6 * B - 3 * C - D)
+    return F, F1, F2
