@@ -516,6 +516,217 @@ def _enumerate_core(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, max_states, d
     return None, best_excess, peak
 
 
+# ---------------------------------------------------------------------------------- groups linked by the total
+def linked_groups(prog: SeparableProgram):
+    """``(link, groups)`` when the rows are one linear equality with integer coefficients (the fixed total,
+    row ``link``) plus at least two inequality rows that, without it, fall into at least two blocks on
+    disjoint strata (e.g. one precision target per domain); ``groups`` = [(positions, row indices)], the
+    strata in no other row forming one group without rows. Else None (the plain core enumeration runs)."""
+    eq = [l for l, r in enumerate(prog.rows) if r.sense == "=="]
+    if len(eq) != 1:
+        return None
+    link = eq[0]
+    r = prog.rows[link]
+    if r.W is not None or r.a is None or not (np.all(np.isfinite(r.a)) and np.all(r.a == np.round(r.a))
+                                              and np.all(np.abs(r.a) < 2 ** 31) and r.rhs == round(r.rhs)):
+        return None
+    others = [l for l in range(prog.m) if l != link]
+    if len(others) < 2:
+        return None
+    blocks = prog.subprogram(np.arange(prog.k), [prog.rows[l] for l in others]).components()
+    if len(blocks) < 2:
+        return None
+    groups = [(pos, [others[j] for j in rows]) for pos, rows in blocks]
+    covered = np.zeros(prog.k, dtype=bool)
+    for pos, _ in groups:
+        covered[pos] = True
+    if not covered.all():
+        groups.append((np.flatnonzero(~covered), []))
+    return link, groups
+
+
+def _enumerate_group(prog, Om, ell, lam, n_lam, r_lo, r_hi, cut, pos, rows, link, max_states, deadline):
+    """Every completion of one group (strata ``pos`` with rows ``rows``) whose excess over the Lagrangian
+    bound is within ``cut``, by dynamic programming over its free strata with dominance: among partial
+    designs with the same linking-row value, one with no larger objective and no larger row value (≤ 1
+    inequality row) wins. Returns None at the state limit or the deadline, else (tot, excess, trace, peak) with
+    per linking-row value ``tot`` the least excess of a design meeting the group's rows, and ``trace(t)``
+    the group's values for the entry t."""
+    a = prog.rows[link].a
+    rhs = prog.rhs()[rows]
+    lam_g = lam[rows]
+    ineq = prog.inequality()[rows]
+    lam_in = np.where(ineq, lam_g, 0.0)
+    nr = len(rows)
+    x0 = n_lam[pos].astype(float)
+    T0 = prog.unit_matrix(x0, pos)
+    per0 = (np.stack([prog.row_terms(prog.rows[l], T0, x0, pos) for l in rows], axis=1) if nr
+            else np.zeros((pos.size, 0)))
+    rows0, abs0 = per0.sum(axis=0), np.abs(per0).sum(axis=0)
+    tot0 = int(np.sum(a[pos] * n_lam[pos]))
+    phi0 = _phi(prog, Om, ell, x0, pos)
+    fl = r_hi[pos] > r_lo[pos]
+    free, fpos = pos[fl], np.flatnonzero(fl)
+    sizes = (r_hi[free] - r_lo[free] + 1).astype(np.int64)
+    owner = np.repeat(np.arange(free.size), sizes)
+    ii = free[owner]
+    v = r_lo[ii] + np.arange(owner.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    vf = v.astype(float)
+    T = prog.unit_matrix(vf, ii)
+    r_all = np.maximum(_phi(prog, Om, ell, vf, ii) - phi0[fpos[owner]], 0.0)
+    new = (np.stack([prog.row_terms(prog.rows[l], T, vf, ii) for l in rows], axis=1) if nr
+           else np.zeros((v.size, 0)))
+    d_all = new - per0[fpos[owner]]
+    dabs_all = np.abs(new) - np.abs(per0[fpos[owner]])
+    dt_all = (a[ii] * (v - n_lam[ii])).astype(np.int64)
+    signed = np.flatnonzero((per0 < 0).any(axis=0) | (new < 0).any(axis=0))
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    if free.size > 1:
+        # costliest cheapest alternative first, as in _enumerate_core
+        cheapest = np.minimum.reduceat(np.where(r_all > 0, r_all, np.inf), starts[:-1])
+        order = np.argsort(-cheapest, kind="stable")
+        perm = np.concatenate([np.arange(starts[t], starts[t + 1]) for t in order])
+        free, sizes = free[order], sizes[order]
+        v, r_all, d_all, dabs_all, dt_all = v[perm], r_all[perm], d_all[perm], dabs_all[perm], dt_all[perm]
+        starts = np.concatenate([[0], np.cumsum(sizes)])
+    nf = free.size
+    abs_hi = abs0 + sum(np.maximum(dabs_all[starts[t]:starts[t + 1]].max(axis=0), 0.0) for t in range(nf))
+    tol = 2 * _FEAS_TOL * np.maximum(np.abs(rhs), abs_hi)
+    dmin = np.array([d_all[starts[t]:starts[t + 1]].min(axis=0) for t in range(nf)]).reshape(nf, nr)
+    dmax = np.array([d_all[starts[t]:starts[t + 1]].max(axis=0) for t in range(nf)]).reshape(nf, nr)
+    suf_min = np.vstack([np.cumsum(dmin[::-1], axis=0)[::-1], np.zeros((1, nr))])
+    suf_max = np.vstack([np.cumsum(dmax[::-1], axis=0)[::-1], np.zeros((1, nr))])
+    dominance = int(np.sum(ineq)) <= 1 and not np.any(~ineq)
+    S_t, S_r, S_row = np.zeros(1, dtype=np.int64), np.zeros(1), rows0[None, :].copy()
+    S_abs = abs0[None, signed].copy()
+    trail, peak = [], 1
+    for t in range(nf):
+        s0, s1 = starts[t], starts[t + 1]
+        nv = s1 - s0
+        parts_idx, parts_R, parts_ROW = [], [], []
+        for c0 in range(0, S_r.size, _CHUNK):
+            c1 = min(c0 + _CHUNK, S_r.size)
+            R = S_r[c0:c1, None] + r_all[None, s0:s1]
+            ok = R <= cut
+            pen = np.zeros(R.shape)
+            cols = []
+            for l in range(nr):
+                row = S_row[c0:c1, l, None] + d_all[None, s0:s1, l]
+                ok &= row <= rhs[l] + tol[l] - suf_min[t + 1, l]
+                if not ineq[l]:
+                    ok &= row >= rhs[l] - tol[l] - suf_max[t + 1, l]
+                elif lam_in[l] > 0:       # slack the remaining strata cannot use is paid at λ_l
+                    pen += lam_in[l] * np.maximum(rhs[l] - suf_max[t + 1, l] - row, 0.0)
+                cols.append(row)
+            ok &= R + pen <= cut
+            idx = np.flatnonzero(ok)
+            parts_idx.append(idx + c0 * nv)
+            parts_R.append(R.ravel()[idx])
+            parts_ROW.append(np.stack([c.ravel()[idx] for c in cols], axis=1) if nr else np.zeros((idx.size, 0)))
+            if sum(p.size for p in parts_idx) > max_states * (4 if dominance else 1):
+                return None
+        idx_all = np.concatenate(parts_idx)
+        R = np.concatenate(parts_R)
+        ROW = np.concatenate(parts_ROW)
+        TOT = S_t[idx_all // nv] + dt_all[s0 + idx_all % nv]
+        sel = np.arange(idx_all.size)
+        if dominance and idx_all.size > 1:
+            F = R - (ROW - rows0) @ lam_g           # objective change so far, up to the linking row's
+            order = np.lexsort((F, TOT))
+            group = np.concatenate([[0], np.cumsum(TOT[order][1:] != TOT[order][:-1])])
+            if nr:
+                keep = _segmented_first_min(group, ROW[order, 0])
+            else:
+                keep = np.concatenate([[True], group[1:] != group[:-1]])
+            sel = np.sort(order[keep])
+        idx = idx_all[sel]
+        if idx.size > max_states or (deadline is not None and deadline.passed()):
+            return None
+        peak = max(peak, idx.size)
+        trail.append(idx)
+        p_, c_ = idx // nv, idx % nv
+        S_t, S_r, S_row = TOT[sel], R[sel], ROW[sel]
+        if signed.size:
+            S_abs = S_abs[p_] + dabs_all[s0 + c_][:, signed]
+        if idx.size == 0:
+            break
+    # the final test is _feasible's (relative violation ≤ _FEAS_TOL of max(|rhs|, Σ|terms|)), per row
+    scale_rows = S_row.copy()
+    scale_rows[:, signed] = S_abs
+    lim = _FEAS_TOL * np.maximum(np.abs(rhs), np.maximum(scale_rows, 1e-300))
+    feas = np.all(np.where(ineq, S_row - rhs <= lim, np.abs(S_row - rhs) <= lim), axis=1)
+    excess = S_r + (rhs - S_row) @ lam_in
+    keep = np.flatnonzero(feas)
+    if keep.size == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0), None, peak
+    order = np.lexsort((excess[keep], S_t[keep]))
+    first = np.concatenate([[True], S_t[keep][order][1:] != S_t[keep][order][:-1]])
+    best = keep[order[first]]
+
+    def trace(p):
+        out = n_lam[pos].copy()
+        for t in range(nf - 1, -1, -1):      # expanded index = parent position × values + choice
+            e = int(trail[t][p])
+            p = e // int(sizes[t])
+            out[np.searchsorted(pos, free[t])] = v[starts[t] + e % int(sizes[t])]
+        return out
+
+    return tot0 + S_t[best], excess[best], (lambda j: trace(int(best[j]))), peak
+
+
+def _enumerate_linked(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, max_states, deadline, linked):
+    """:func:`_enumerate_core` for groups of strata linked only by the total (:func:`linked_groups`): since
+    f(n) − LB = Σ_groups (Σ r_i + λ·slack), each ≥ 0, the groups are enumerated one by one (each with the
+    dominance a single row allows, which the joint enumeration loses with several inequality rows) and
+    joined by a min-plus convolution over the total. Same returns as :func:`_enumerate_core`."""
+    link, groups = linked
+    rhs_link = int(round(prog.rows[link].rhs))
+    ineq = prog.inequality()
+    lam_in = np.where(ineq, lam, 0.0)
+    tol_all = 2 * _FEAS_TOL * prog.row_scale(n_lam.astype(float))
+    cut = budget + float(lam_in @ tol_all)
+    tables, peak = [], 1
+    for pos, rows in groups:
+        res = _enumerate_group(prog, Om, ell, lam, n_lam, r_lo, r_hi, cut, pos, rows, link, max_states, deadline)
+        if res is None:
+            return None
+        tot, exc, trace, pk = res
+        peak = max(peak, pk)
+        if tot.size == 0:
+            return None, math.inf, peak
+        tables.append((tot, exc, trace))
+    # min-plus convolution over the groups' totals (dense on each group's range of totals)
+    lo_t = 0
+    acc = np.zeros(1)
+    choices = []
+    for tot, exc, _ in tables:
+        t_min, t_max = int(tot.min()), int(tot.max())
+        dense = np.full(t_max - t_min + 1, math.inf)
+        dense[tot - t_min] = exc
+        where = np.full(dense.size, -1)
+        where[tot - t_min] = np.arange(tot.size)
+        out = np.full(acc.size + dense.size - 1, math.inf)
+        arg = np.full(out.size, -1, dtype=np.int64)
+        for s in np.flatnonzero(np.isfinite(dense)):
+            cand = acc + dense[s]
+            seg = out[s:s + acc.size]
+            better = cand < seg
+            seg[better] = cand[better]
+            arg[s:s + acc.size][better] = s
+        choices.append((lo_t, t_min, arg, where))
+        acc, lo_t = out, lo_t + t_min
+    j = rhs_link - lo_t
+    if not (0 <= j < acc.size) or not math.isfinite(acc[j]):
+        return None, math.inf, peak
+    best_excess = float(acc[j])
+    n = n_lam.copy()
+    for (prev_lo, t_min, arg, where), (pos, _), (_, _, trace) in zip(choices[::-1], groups[::-1], tables[::-1]):
+        s = int(arg[j])
+        n[pos] = trace(int(where[s]))
+        j -= s
+    return (n if _feasible(prog, n) else None), best_excess, peak
+
+
 def _highs_model(milp, integer: bool = True, verbose: bool = False):
     """A HiGHS instance holding a SecantMILP (its LP relaxation when ``integer`` is False)."""
     import highspy
@@ -775,6 +986,9 @@ def _solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max
         offer(resume["n"])
         b, bound = max(b, resume["budget"]), resume["core_bound"]
     enumerate_ok = True
+    # groups of strata linked only by the total (one target per domain) are enumerated group by group
+    linked = linked_groups(prog)
+    by_groups = "" if linked is None else f" in {len(linked[1])} groups linked by the total"
     for _ in range(200):
         if inc is not None and ub - max(lb, bound) <= rel_gap * abs(ub):
             break
@@ -787,11 +1001,14 @@ def _solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max
         free = int(np.sum(r_hi > r_lo))
         if enumerate_ok and max_states > 0:
             t0 = time.perf_counter()
-            res = _enumerate_core(prog, Om, ell, lam, n_lam, r_lo, r_hi, b, max_states, deadline)
+            if linked is not None:
+                res = _enumerate_linked(prog, Om, ell, lam, n_lam, r_lo, r_hi, b, max_states, deadline, linked)
+            else:
+                res = _enumerate_core(prog, Om, ell, lam, n_lam, r_lo, r_hi, b, max_states, deadline)
             if res is not None:
                 offer(res[0])
                 bound = max(bound, lb + min(b, res[1]))
-                steps.append(f"enumerated {free} strata (budget {b / scale:.1e}) in {time.perf_counter() - t0:.2f} s"
+                steps.append(f"enumerated {free} strata{by_groups} (budget {b / scale:.1e}) in {time.perf_counter() - t0:.2f} s"
                              + ("" if math.isfinite(res[1]) else ": nothing within the budget"))
                 if inc is not None and (ub - max(lb, bound) <= rel_gap * abs(ub) or b >= ub - lb):
                     break       # proven, or the core held every better design (rounding left a sliver)
@@ -799,6 +1016,11 @@ def _solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max
                     out.update(infeasible=True, reason="no integer design meets every constraint (the continuous "
                                "relaxation is feasible; every design in the bounds was enumerated)")
                     return out
+                if whole and inc is None and not math.isfinite(res[1]):
+                    # the whole box holds no design within the budget: enumerate it without one (an empty
+                    # answer then proves the integer problem infeasible)
+                    b = math.inf
+                    continue
                 # the number of partial designs grows steeply with the budget (~b^7 measured): grow gently
                 # once it is a sizeable share of the limit
                 done = b
