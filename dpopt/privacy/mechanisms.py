@@ -139,6 +139,17 @@ class Mechanism:
     def check_sensitivity(self, sensitivity) -> float:
         return V.positive("sensitivity", sensitivity)
 
+    # Optional expression hooks for the modelling backends (None: the Pyomo MINLP and the cvxpy DNLP routes
+    # refuse the mechanism, naming the missing hook). They receive the modelling library, so this module
+    # never imports it:
+    #   pyomo_variance(pyo, eps, sensitivity, eps_scale=1.0, growth=None, growth_max=inf): the variance at the
+    #     nominal budget eps_scale·eps (eps a Pyomo expression of order 1); ``growth``, when given, is an
+    #     expression equal to expm1(eps_scale·eps) written without exp/log, at most ``growth_max``.
+    #   cvxpy_variance(cp, eps, sensitivity, large=False): the variance as a smooth cvxpy expression of the
+    #     budget; ``large`` promises eps/sensitivity ≥ 1 on the domain.
+    pyomo_variance = None
+    cvxpy_variance = None
+
     def variance(self, epsilon, sensitivity=1.0):  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -218,6 +229,13 @@ class Laplace(Mechanism):
     def remainder_derivative(self, epsilon, sensitivity=1.0, order: int = 1):
         return np.zeros_like(np.asarray(epsilon, dtype=float))
 
+    def pyomo_variance(self, pyo, eps, sensitivity=1.0, eps_scale=1.0, growth=None, growth_max=np.inf):
+        # 2Δ²/(s·e)² = 2(Δ/s)²/e²: with e = L/s of order 1 the solver sees L vary visibly
+        return laplace_variance(eps, sensitivity / eps_scale)[0]
+
+    def cvxpy_variance(self, cp, eps, sensitivity=1.0, large=False):
+        return 2.0 * sensitivity ** 2 * cp.power(eps, -2)
+
     def variance_difference(self, eps0, eps1, gap, sensitivity=1.0):
         # 2Δ²(1/e1² − 1/e0²) = 2Δ²·gap·(e0 + e1)/(e0² e1²)
         return 2.0 * sensitivity ** 2 * gap * (eps0 + eps1) / (eps0 ** 2 * eps1 ** 2)
@@ -269,6 +287,25 @@ class DiscreteLaplace(Mechanism):
             out = csch2 ** 2 / 4.0 + coth ** 2 * csch2 / 2.0
         return out / sensitivity ** order
 
+    def pyomo_variance(self, pyo, eps, sensitivity=1.0, eps_scale=1.0, growth=None, growth_max=np.inf):
+        d = float(sensitivity)
+        if growth is not None and growth_max <= 1 and d == int(d) and d <= 64:
+            # 1 − p cancels for small y = expm1(ε): with r = (1 + y)^{1/Δ} = 1/p and S = Σ_{j<Δ} r^j,
+            # r − 1 = y/S exactly, so 2p/(1 − p)² = 2r/(r − 1)² = 2rS²/y²
+            r = (1 + growth) ** (1.0 / d)
+            S = sum(r ** j for j in range(1, int(d))) + 1
+            return 2 * r * S ** 2 / growth ** 2
+        p = (1 / (1 + growth)) ** (1.0 / d) if growth is not None else pyo.exp(-eps * (eps_scale / d))
+        return 2 * p / (1 - p) ** 2
+
+    def cvxpy_variance(self, cp, eps, sensitivity=1.0, large=False):
+        t = eps / sensitivity
+        if large:   # exact, where the sinh form would overflow (ε up to 700)
+            return 2.0 * cp.multiply(cp.exp(-t), cp.power(1.0 - cp.exp(-t), -2))
+        # 2p/(1−p)² with p = e^{−t} equals 1/(2 sinh²(t/2)), free of the cancellation in 1 − p (sinh is a
+        # DNLP atom cvxpy does not export)
+        return 0.5 * cp.power(cp.atoms.elementwise.hyperbolic.sinh(t / 2.0), -2)
+
     def variance_difference(self, eps0, eps1, gap, sensitivity=1.0):
         # Var = 2e^{-t}/(1−e^{-t})²; its log changes by dt − 2 log1p(e^{-t1}·expm1(−dt)/(1−e^{-t0}))
         t0 = np.asarray(eps0, dtype=float) / sensitivity
@@ -302,6 +339,12 @@ class TuLap(DiscreteLaplace):
 
     def remainder(self, epsilon, sensitivity=1.0):
         return super().remainder(epsilon, sensitivity) + 1.0 / 12.0
+
+    def pyomo_variance(self, pyo, eps, sensitivity=1.0, eps_scale=1.0, growth=None, growth_max=np.inf):
+        return super().pyomo_variance(pyo, eps, sensitivity, eps_scale, growth, growth_max) + 1.0 / 12.0
+
+    def cvxpy_variance(self, cp, eps, sensitivity=1.0, large=False):
+        return super().cvxpy_variance(cp, eps, sensitivity, large) + 1.0 / 12.0
 
     def sample(self, epsilon, sensitivity=1.0, size=None, rng=None):
         rng = np.random.default_rng(rng)

@@ -9,6 +9,7 @@ import numpy as np
 from ...models.min_cost import MinCostDesign
 from ...models.stratified import StratifiedDesign
 from ...numerics import fill_cheapest
+from .._output import absorb_highs_banner
 
 
 class CvxpyUnsupported(ValueError):
@@ -28,27 +29,15 @@ def dcp_coefficients(d: StratifiedDesign):
     return form
 
 
-def _noise_variance_expr(mech, L, sensitivity: float, large: bool = False):
-    """The mechanism's noise variance as a smooth cvxpy expression of the local budget L (DNLP).
-
-    ``large=True`` promises L/Δ ≥ 1 on the domain, where the exponential form is exact and the sinh form
-    would overflow (ε up to 700).
-    """
-    import cvxpy as cp
-
-    if mech.name == "laplace":
-        return 2.0 * sensitivity ** 2 * cp.power(L, -2)
-    if mech.name in ("dlap", "tulap"):
-        t = L / sensitivity
-        if large:
-            v = 2.0 * cp.multiply(cp.exp(-t), cp.power(1.0 - cp.exp(-t), -2))
-        else:
-            # 2p/(1−p)² with p = e^{−t} equals 1/(2 sinh²(t/2)), free of the cancellation in 1 − p
-            from cvxpy.atoms.elementwise.hyperbolic import sinh   # a DNLP atom cvxpy does not export
-            v = 0.5 * cp.power(sinh(t / 2.0), -2)
-        return v + 1.0 / 12 if mech.name == "tulap" else v
-    raise CvxpyUnsupported(f"mechanism {mech.name!r} has no cvxpy expression (user-defined mechanisms are not "
-                           "translated; use the pyomo or scipy backend)")
+def noise_variance_hook(mech):
+    """The mechanism's ``cvxpy_variance`` hook (its variance as a smooth cvxpy expression of the nominal budget,
+    DNLP), or raise CvxpyUnsupported naming the missing hook."""
+    hook = getattr(mech, "cvxpy_variance", None)
+    if hook is None:
+        raise CvxpyUnsupported(f"mechanism {mech.name!r} has no cvxpy_variance hook (its variance as a cvxpy "
+                               "expression), so the DNLP cannot be written; use the pyomo (formulation='milp') "
+                               "or scipy backend, or give the mechanism the hook")
+    return hook
 
 
 def _objective_expr(d: StratifiedDesign, n, form: str, upper=None):
@@ -68,7 +57,7 @@ def _objective_expr(d: StratifiedDesign, n, form: str, upper=None):
             continue
         m = n[idx]
         L = cp.logistic(lcn[idx] - cp.log(m))
-        noise = _noise_variance_expr(d.mechanism, L, d.sensitivity, large=flag)
+        noise = noise_variance_hook(d.mechanism)(cp, L, d.sensitivity, large=bool(flag))
         parts.append(cp.sum(cp.multiply(d.alpha2[idx], cp.multiply(d.sigma2[idx] + noise, cp.power(m, -1)))))
     return parts[0] if len(parts) == 1 else parts[0] + parts[1]
 
@@ -141,6 +130,7 @@ def _linear_minimum(model, c, extra=None):
     prob = cp.Problem(cp.Minimize(c @ y), cons)
     solver = "HIGHS" if "HIGHS" in cp.installed_solvers() else "CLARABEL"
     try:
+        absorb_highs_banner()   # HiGHS prints a banner on stdout on its first use in a process
         prob.solve(solver=solver)
     except Exception:  # a failed bound is reported as no bound, never as a crash
         return float("nan"), None

@@ -35,6 +35,7 @@ from ... import _validate as V
 from ...numerics import bisect
 from ...registry import register
 from ...result import Certificate, Solution, Status
+from .._output import absorb_highs_banner
 
 _DESC = "cvxpy models (HiGHS / Clarabel / SCIP through cvxpy)"
 
@@ -171,6 +172,7 @@ def solve_hierarchy_cvxpy(model: HierarchyBudget, solver: str | None = None, rel
         Ap.value = np.hstack([Acut, np.repeat(Acut[:, :1], K - k, axis=1)])
         Bp.value = np.hstack([Bcut, np.repeat(Bcut[:, :1], K - k, axis=1)])
         try:
+            absorb_highs_banner()   # HiGHS prints a banner on stdout on its first use in a process
             prob.solve(solver=solver, **lp_opts)
         except Exception as exc:  # noqa: BLE001 - solver fault becomes a status
             status_msg = f"LP solver {solver} failed: {exc}"

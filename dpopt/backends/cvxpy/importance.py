@@ -29,6 +29,7 @@ from ... import _validate as V
 from ...models.importance import DEFAULT_REL_GAP, ImportanceSampling, log_target
 from ...registry import register
 from ...result import Solution, Status
+from .._output import absorb_highs_banner
 
 _DESCRIPTION = "cvxpy modelling layer (conic solvers: Clarabel, SCS, ...)"
 
@@ -97,6 +98,7 @@ def solve_cvxpy(model: ImportanceSampling, solver: str | None = None, time_limit
         if time_limit is not None and key:
             opts.setdefault(key, max(time_limit - (time.perf_counter() - t0), 1e-3))
         try:
+            absorb_highs_banner()   # HiGHS prints a banner on stdout on its first use in a process
             prob.solve(solver=name, verbose=verbose, **opts)
         except Exception as exc:  # solver error: try the next one
             if time_limit is not None and time.perf_counter() - t0 >= time_limit:

@@ -9,6 +9,7 @@ import numpy as np
 
 from ...result import Solution, Status
 from .._secant import _CVXPY_SOLVERS, _coo, _finish, _prepare
+from .._output import absorb_highs_banner
 
 
 def solve_cvxpy(model, **options) -> Solution:
@@ -45,6 +46,7 @@ def solve_cvxpy(model, **options) -> Solution:
     kw = ({"scip_params": {"limits/time": left, "limits/gap": prep["gap"], **prep["solver_options"]}}
           if key == "scip" else {"time_limit": left, "mip_rel_gap": prep["gap"], **prep["solver_options"]})
     try:
+        absorb_highs_banner()   # HiGHS prints a banner on stdout on its first use in a process
         prob.solve(solver=_CVXPY_SOLVERS[key], verbose=prep["verbose"], **kw)
     except cp.error.SolverError as exc:
         return Solution(status=Status.ERROR, solver=key, message=f"cvxpy/{key}: {exc}")

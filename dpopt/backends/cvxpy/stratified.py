@@ -16,7 +16,7 @@ a tangent-cut outer approximation (an LP re-solved with local refinement of the 
 reports the LP bound and relative gap ``(g(x) − bound)/g(x)``, stopping at ``rel_gap`` (default 1e-9;
 the LP is solved with HiGHS tolerances 1e-10). ``method`` picks the route: "auto" (DCP, else DNLP,
 else cuts), "dcp", "dnlp" or "cuts". Integer Laplace designs are ``unsupported`` in this backend (use
-pyomo); user-defined mechanisms are not translated (use pyomo or scipy).
+pyomo); a mechanism is translated through its ``cvxpy_variance`` hook, and one without it is refused.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ _DESCRIPTION = ("cvxpy: DCP (DLap/TuLap) with Clarabel / SCIP; DNLP with IPOPT (
                 "certified gap otherwise")
 
 
-from .build import (CvxpyUnsupported, _design, _noise_variance_expr, build_cvxpy_problem,  # noqa: F401
+from .._output import absorb_highs_banner
+from .build import (CvxpyUnsupported, _design, noise_variance_hook, build_cvxpy_problem,  # noqa: F401
                     dcp_coefficients, linearisation_bound)
 
 
@@ -74,6 +75,7 @@ def _solve_dcp(model, integer: bool, time_limit, t0) -> Solution:
         if time_limit is not None:
             kw["time_limit"] = float(time_limit)
     try:
+        absorb_highs_banner()   # HiGHS prints a banner on stdout on its first use in a process
         prob.solve(solver=solver, **kw)
     except Exception as exc:  # solver faults become a status
         wall = time.perf_counter() - t0
@@ -140,6 +142,7 @@ def _tangent_cuts(model: StratifiedDesign, time_limit, gap_tol: float, max_iter:
             cuts.append(t[i] >= f + cp.multiply(dfd, x[i] - p))
         prob = cp.Problem(cp.Minimize(cp.sum(t)), base + cuts)
         try:
+            absorb_highs_banner()   # HiGHS prints a banner on stdout on its first use in a process
             prob.solve(solver=lp_solver, **lp_opts)
         except Exception as exc:
             return Solution(Status.ERROR, backend="cvxpy", solver=lp_solver.lower(),
@@ -273,7 +276,7 @@ def relax(model, time_limit: float | None = None, method: str = "auto", rel_gap:
                             message='cvxpy DNLP mode needs IPOPT: pip install "dpopt[ipopt]" '
                                     "(or use method='cuts', or the pyomo/scipy backends)")
         try:
-            _noise_variance_expr(d.mechanism, 1.0, d.sensitivity)
+            noise_variance_hook(d.mechanism)
         except CvxpyUnsupported as exc:
             return Solution(Status.UNSUPPORTED, backend="cvxpy", solver="ipopt", message=str(exc))
         return _solve_dnlp(model, time_limit, gap_tol=max(gap_tol, 1e-8), t0=t0)

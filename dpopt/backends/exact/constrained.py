@@ -37,6 +37,7 @@ import numpy as np
 from ... import _validate as V
 from ...formulations.separable import SeparableProgram, program_of, secant_milp
 from ...result import Certificate, Solution, Status
+from .._output import new_highs
 from .domains import domain_structure, solve_domains
 
 DEFAULT_REL_GAP = 1e-9
@@ -731,8 +732,7 @@ def _highs_model(milp, integer: bool = True, verbose: bool = False):
     """A HiGHS instance holding a SecantMILP (its LP relaxation when ``integer`` is False)."""
     import highspy
 
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", bool(verbose))
+    h = new_highs(verbose)
     # rows hold to 1e-9 (dpopt's own feasibility test is 1e-9 relative)
     h.setOptionValue("primal_feasibility_tolerance", 1e-9)
     h.setOptionValue("mip_feasibility_tolerance", 1e-9)

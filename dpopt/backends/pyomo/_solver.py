@@ -27,19 +27,16 @@ Options (the same five for every family, after Pyomo's ``SolverConfig``)
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import math
 import numbers
-import os
-import sys
-import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ..._validate import InvalidOption
 from ..._validate import time_limit as _check_time_limit
 from ...result import Status
+from .._output import descriptor_output, new_highs
 
 #: dpopt's solver names → Pyomo factory names. The only solver names the pyomo backends accept.
 SOLVERS: dict[str, str] = {"scip": "scip_direct", "highs": "appsi_highs", "ipopt": "ipopt"}
@@ -182,7 +179,7 @@ def check_solver_options(key: str, solver_options: dict) -> None:
             import highspy
         except ImportError:
             return
-        probe = highspy.Highs()
+        probe = new_highs()
         ok = highspy.HighsStatus.kOk
         with solver_output(False):          # HiGHS prints its own complaint
             for name, value in solver_options.items():
@@ -251,47 +248,14 @@ def limit_options(key: str, opts: SolveOptions, time_limit: float | None = None)
     return out
 
 
-_OUTPUT_LOCK = threading.Lock()
-
-
-def _flush_c_stdio() -> None:
-    try:
-        ctypes.CDLL(None).fflush(None)
-    except (OSError, AttributeError):   # pragma: no cover - no C library handle on this platform
-        pass
-
-
 @contextmanager
 def solver_output(verbose: bool):
-    """Route what the solver writes to file descriptors 1 and 2: to stderr when verbose, else to the null
-    device. The solver writes straight to the descriptor (no pipe, no reader thread), and Pyomo's own
-    capture of SCIP's output through a pipe, which dead-locks once SCIP's log exceeds the pipe buffer
-    (PySCIPOpt holds the GIL while SCIP runs, so the draining thread never runs), is switched off."""
-    with _OUTPUT_LOCK:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        _flush_c_stdio()
-        try:
-            saved = (os.dup(1), os.dup(2))
-        except OSError:     # no descriptors to redirect (embedded interpreter): leave output alone
-            with _no_pyomo_scip_capture():
-                yield
-            return
-        target = os.dup(2) if verbose else os.open(os.devnull, os.O_WRONLY)
-        try:
-            os.dup2(target, 1)
-            os.dup2(target, 2)
-            with _no_pyomo_scip_capture():
-                yield
-        finally:
-            _flush_c_stdio()
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            for fd in (*saved, target):
-                os.close(fd)
+    """Route what the solver writes to file descriptors 1 and 2 (stderr when verbose, else nowhere; see
+    :func:`dpopt.backends._output.descriptor_output`), with Pyomo's own capture of SCIP's output through a
+    pipe switched off: it dead-locks once SCIP's log exceeds the pipe buffer (PySCIPOpt holds the GIL while
+    SCIP runs, so the draining thread never runs)."""
+    with descriptor_output(verbose), _no_pyomo_scip_capture():
+        yield
 
 
 @contextmanager

@@ -31,29 +31,25 @@ _LOG_COEF_MAX = 34.0
 _LOG_Y_NEGLIGIBLE = 40.0
 
 
-def _log_amplified(d: StratifiedDesign, i: int, v, hi: float | None = None, ref: float = 1.0):
-    """Pyomo expression of L/ref, L = log1p(c·N_i/v) the nominal budget, without huge coefficients.
+def nominal_budget_expr(log_cN: float, v, hi: float, ref: float = 1.0):
+    """Pyomo expression of L/ref, L = log1p(c·N/v) the nominal budget of a sample of v out of N (log_cN =
+    log(c·N), c = expm1(ε)), without huge coefficients. The one Pyomo home of the amplified budget (the
+    stratified MINLP and the sample-size program).
 
     * ``log(cN) ≤ 34``: ``log(1 + K/v)`` with K = cN ≤ 5.8e14 (a plain coefficient);
     * else ``L = u + log(1 + exp(−u))`` with ``u = log(cN) − log(v)`` (no coefficient beyond log(cN) ≤ ~750);
-      the second term is ≤ e^−40 when ``log(cN/hi) ≥ 40`` and is then dropped (below double precision).
+      the second term is ≤ e^−40 when ``log(cN/hi) ≥ 40`` (hi the largest v) and is then dropped (below
+      double precision).
     """
     import pyomo.environ as pe
 
-    lK = float(d.log_c + d.log_N[i])   # log(cN)
+    lK = float(log_cN)
     if lK <= _LOG_COEF_MAX:
         return pe.log(1 + math.exp(lK) / v) / ref if ref != 1.0 else pe.log(1 + math.exp(lK) / v)
     u = lK / ref - pe.log(v) / ref
-    hi = float(d.N[i]) if hi is None else float(hi)
-    if lK - math.log(max(hi, 1.0)) >= _LOG_Y_NEGLIGIBLE:
+    if lK - math.log(max(float(hi), 1.0)) >= _LOG_Y_NEGLIGIBLE:
         return u
     return u + pe.log(1 + pe.exp(pe.log(v) - lK)) / ref
-
-
-def _amplified_floor(d: StratifiedDesign, i: int, hi: float | None) -> float:
-    """L = log1p(c·N_i/hi), the smallest amplified budget on the stratum's range (a float, log space)."""
-    hi = float(d.N[i]) if hi is None else float(hi)
-    return float(np.logaddexp(0.0, float(d.log_c + d.log_N[i]) - math.log(max(hi, 1.0))))
 
 
 def _term_expr(d: StratifiedDesign, i: int, v, hi: float | None = None, divisor: float = 1.0):
@@ -61,41 +57,32 @@ def _term_expr(d: StratifiedDesign, i: int, v, hi: float | None = None, divisor:
 
     Every constant and coefficient stays below ~1e15 in magnitude for ε from 1e-6 to 700 (SCIP's
     infinity is 1e20: a larger coefficient silently turns the model infeasible or wrong); the divisor
-    (objective scale) is folded into the weight rather than applied to the sum as a huge constant.
+    (objective scale) is folded into the weight rather than applied to the sum as a huge constant. The
+    noise variance is the mechanism's ``pyomo_variance`` hook; a mechanism without one is refused.
     """
     import pyomo.environ as pe
 
-    a2, s2 = float(d.alpha2[i]) / float(divisor), float(d.sigma2[i])
-    mech = d.mechanism
-    lK = float(d.log_c + d.log_N[i])   # log(cN)
-    delta = float(d.sensitivity)
-    if mech.name == "laplace":
-        # 2Δ²/L² = (2Δ²/Lr²)/(L/Lr)² with Lr the smallest L on the range (when ≥ 1): for large cN, L varies
-        # by less than SCIP's epsilon (1e-9) in absolute terms and its spatial branch and bound never
-        # closed the gap (ε = 700, N = 1e9: no progress in 150 s); L/Lr = O(1) varies visibly
-        Lr = max(_amplified_floor(d, i, hi), 1.0)
-        L = _log_amplified(d, i, v, hi, Lr)
-        return a2 * (s2 + (2 * delta ** 2 / Lr ** 2) / L ** 2) / v
     form = d.linear_noise_form(divisor)
     if form is not None:          # DLap/TuLap with Δ = 1: f/divisor = a/v + b·v + const exactly
         a, b, const = (float(t[i]) for t in form)
         return a / v + const + b * v
-    if mech.name == "dlap":
-        if lK <= 0 and delta == int(delta) and delta <= 64:
-            # small y = cN/v ≤ 1: 1 − p cancels. With r = (1 + y)^{1/Δ} = 1/p and S = Σ_{j<Δ} r^j,
-            # r − 1 = y/S exactly, so γ² = 2r/(r − 1)² = 2 r S² v²/(cN)² (no cancellation)
-            K = math.exp(lK)
-            r = (1 + K / v) ** (1.0 / delta)
-            S = sum(r ** j for j in range(1, int(delta))) + 1
-            return a2 * s2 / v + (2 * a2 * math.exp(-2 * lK)) * r * S ** 2 * v
-        # p = exp(−L/Δ) = (v/(v + cN))^{1/Δ}
-        if lK <= _LOG_COEF_MAX:
-            p = (v / (v + math.exp(lK))) ** (1.0 / delta)
-        else:
-            p = pe.exp(-_log_amplified(d, i, v, hi) / delta)
-        return a2 * (s2 + 2 * p / (1 - p) ** 2) / v
-    raise PyomoUnsupported(f"mechanism {mech.name!r} (sensitivity {delta:g}) has no closed form for the MINLP; "
-                           "use formulation='milp' (solver='highs')")
+    mech, delta = d.mechanism, float(d.sensitivity)
+    hook = getattr(mech, "pyomo_variance", None)
+    if hook is None:
+        raise PyomoUnsupported(f"mechanism {mech.name!r} has no pyomo_variance hook (its variance as a Pyomo "
+                               "expression), so the MINLP cannot be written; use formulation='milp' "
+                               "(solver='highs'), or give the mechanism the hook")
+    a2, s2 = float(d.alpha2[i]) / float(divisor), float(d.sigma2[i])
+    lK = float(d.log_c + d.log_N[i])   # log(cN)
+    hi = float(d.N[i]) if hi is None else float(hi)
+    # the budget is written as Lr·(L/Lr), Lr the smallest L on the range (when ≥ 1): for large cN, L varies by
+    # less than SCIP's epsilon (1e-9) in absolute terms and its spatial branch and bound never closed the gap
+    # (Laplace, ε = 700, N = 1e9: no progress in 150 s); L/Lr = O(1) varies visibly
+    Lr = max(float(np.logaddexp(0.0, lK - math.log(max(hi, 1.0)))), 1.0)
+    growth = math.exp(lK) / v if lK <= _LOG_COEF_MAX else None   # expm1(L) = cN/v, for v ≥ 1 at most cN
+    noise = hook(pe, nominal_budget_expr(lK, v, hi, Lr), delta, eps_scale=Lr, growth=growth,
+                 growth_max=math.exp(lK) if growth is not None else math.inf)
+    return a2 * (s2 + noise) / v
 
 
 def _ranges(model) -> tuple[np.ndarray, np.ndarray]:

@@ -4,8 +4,8 @@ Pyomo 6.10 ships ``SolverFactory("scip_direct")`` (pyomo.contrib.solver, talking
 process), which accepts ``log`` and division, so the program is passed as written:
 
     min_n  [S²(1/n − 1/N) + 2Δ(n)²/ε_n²] / V_N,     n ∈ {1, …, N},
-    ε_n = log(1 + N·c/n)            (c < 1)
-        = log(c) + log(1/c + N/n)   (c ≥ 1, no overflow for ε up to 700),
+    ε_n = log(1 + N·c/n),   c = expm1(ε)   (written by :func:`.build.nominal_budget_expr`: no coefficient
+                                            above ~1e15 and no overflow for ε up to 700),
 
 with Δ(n) = R/n (mean), a constant, or the user callable applied to the Pyomo variable (it must build
 a Pyomo expression, e.g. ``lambda n: 1/n**0.5``; otherwise the model is ``unsupported`` here).
@@ -36,6 +36,7 @@ from ...registry import register
 from ...result import Certificate, Solution, Status
 from ... import _validate as V
 from . import _solver as PY
+from .build import nominal_budget_expr
 
 _DESCRIPTION = "Pyomo modelling layer; SCIP through scip_direct (global MINLP)"
 #: solvers of this route (one integer variable in a nonlinear objective)
@@ -75,10 +76,7 @@ def solve_pyomo(model: SampleSizeProgram, solver: str = "scip", time_limit: floa
     lc = float(log_expm1(eps))
     m = pyo.ConcreteModel("sample_size")
     m.n = pyo.Var(domain=pyo.Integers, bounds=(getattr(model, "n_min", 1), N), initialize=N)   # n ≥ ⌈Nδ⌉
-    if lc < 0.0:
-        eps_n = pyo.log(1.0 + (N * math.exp(lc)) / m.n)
-    else:
-        eps_n = lc + pyo.log(math.exp(-lc) + N / m.n)
+    eps_n = nominal_budget_expr(lc + math.log(N), m.n, N)
     if model.kind == "mean":
         delta = model.value_range / m.n
     elif model.kind == "constant":
