@@ -70,3 +70,12 @@ def test_model_file_populations(tmp_path):
                        ({"kind": "csv", "csv": "pop.csv", "column": "age"}, "no column")):
         with pytest.raises(modelfile.ModelFileError, match=match):
             modelfile.from_dict({"family": "sample_size_study", "epsilon": 1.0, "population": bad}, base=tmp_path)
+
+
+def test_rate_is_the_grid_rate_asked_for():
+    """N = 2001 and rate 0.05: the sample is round(0.05·2001) = 100 records (fraction 0.049975); the answer's
+    rate is the 0.05 the user gave, and the realised fraction is reported beside it."""
+    study = SampleSizeStudy(lognormal_population(2001, seed=0), 0.1, rates=[0.05, 0.2], draws=60)
+    sol = study.solve()
+    assert sol.helps and sol.rate in (0.05, 0.2)
+    assert sol.sample_fraction == sol.n / 2001 and sol.n == round(sol.rate * 2001)

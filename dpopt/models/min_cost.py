@@ -1,4 +1,4 @@
-"""Minimum-cost stratified design under DP (stratallo's ``optcost``/``dopt`` and Bethel–Chromy with DP noise).
+"""Minimum-cost stratified design under DP (stratallo's ``optcost`` and Bethel–Chromy with DP noise).
 
 Choose integer sample sizes ``lower ≤ n ≤ upper`` to
 

@@ -863,7 +863,7 @@ def _unreachable_rows(prog) -> str | None:
 
 def relax_constrained(model, rel_gap: float = DEFAULT_REL_GAP, time_limit: float | None = None,
                       verbose: bool = False) -> Solution:
-    """The continuous relaxation with every constraint (stratallo's opt/optcost/dopt with DP noise)."""
+    """The continuous relaxation with every constraint (stratallo's opt/optcost and Bethel–Chromy's targets, with DP noise)."""
     rel_gap, time_limit, verbose = _check_options(rel_gap, time_limit, verbose)
     deadline = _Deadline(time_limit)
     prog = program_of(model)

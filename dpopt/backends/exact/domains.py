@@ -1,6 +1,6 @@
 """Domain precision targets on the objective's own scale, solved exactly by nested marginal allocation.
 
-The common design of stratallo's ``dopt`` with DP noise: a fixed total Σ n = η, box bounds, and one or
+Per-domain precision targets at a fixed total (Bethel–Chromy's targets, here with DP noise): a fixed total Σ n = η, box bounds, and one or
 more precision targets, each on a *domain* (a set of strata) whose row weights are the objective's weights
 on that domain times a constant (the variance of the domain mean under the population-mean objective:
 both weigh stratum i by N_i²). Domains are disjoint. Then, with φ_i the objective term of stratum i and

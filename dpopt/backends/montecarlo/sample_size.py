@@ -39,7 +39,10 @@ def solve_study(model: SampleSizeStudy, draws: int | None = None, seed: int | No
     n_best = int(res.n[j]) if helps else model.N
     best = float(mse[j]) if helps else pop
     z = (pop - float(mse[j])) / float(se[j]) if se[j] > 0 else math.inf
-    details = {"rate": n_best / model.N, "rates": res.rates, "n_grid": res.n, "mse": mse, "se": se,
+    # "rate" is the grid rate the user asked for; the sample drawn is round(rate·N), whose own fraction
+    # (what the amplification uses) is "sample_fraction"
+    details = {"rate": float(res.rates[j]) if helps else 1.0, "sample_fraction": n_best / model.N,
+               "rates": res.rates, "n_grid": res.n, "mse": mse, "se": se,
                "mse_population": pop, "gain": pop / mse, "best_gain": pop / best, "helps": helps,
                "z_score": z, "draws": res.draws, "epsilon_n": None, "delta": res.delta}
     if helps:
