@@ -208,6 +208,24 @@ def test_accountant_arithmetic():
             assert spent <= eps and spent == pytest.approx(eps, rel=1e-9)
 
 
+def test_scale_search_is_the_bisections_smallest_certified_scale():
+    """The scale stepped up from Δ/ε equals what OpenDP's own binary_search_param finds (the smallest scale its
+    map certifies), and the next float down is refused by OpenDP's map, over budgets 1e-5 … 600."""
+    import opendp.prelude as dpp
+
+    dp = _opendp.require_opendp()
+    rng = np.random.default_rng(4)
+    for mech, sens in (("laplace", 3.7), ("laplace", 1e-3), ("dlap", 1.0), ("dlap", 3.0), ("tulap", 1.0)):
+        d_in = sens if mech == "laplace" else int(sens)
+        for eps in np.exp(rng.uniform(math.log(1e-5), math.log(600.0), 12)):
+            scale, spent = _opendp.search_scale(dp, mech, sens, float(eps))
+            meas = lambda s: _opendp.noise_measurement(dp, mech, s)  # noqa: E731
+            ref = dpp.binary_search_param(meas, d_in=d_in, d_out=float(eps), bounds=(sens / eps / 2, 2 * sens / eps),
+                                          T=float)
+            assert scale == ref and spent <= eps
+            assert float(meas(math.nextafter(scale, 0.0)).map(d_in)) > eps
+
+
 # ---------------------------------------------------------------------------------- no numpy sampler
 def test_release_path_never_calls_numpy_samplers(monkeypatch):
     """Every numpy sampler (legacy functions, default_rng, Generator, RandomState), the stdlib ``random``

@@ -9,8 +9,9 @@ Everything that touches data with noise goes through OpenDP's measurements, whos
 * TuLap: the same geometric measurement, then a uniform on (−½, ½) drawn by OpenDP
   (``make_impute_uniform_float``) and added: post-processing of the DLap release (docs/release.md).
 
-The noise scale is searched with ``opendp.prelude.binary_search_param``, so the measurement's own map
-certifies ``map(Δ) ≤ target``: float rounding can never push the spent budget above the target.
+The noise scale starts at the closed form Δ/ε and is checked with the measurement's own map (stepped up by
+an ulp while it fails; OpenDP's ``binary_search_param`` as the fallback), so OpenDP certifies
+``map(Δ) ≤ target``: float rounding can never push the spent budget above the target.
 """
 
 from __future__ import annotations
@@ -71,17 +72,34 @@ def sensitivity_argument(mechanism: str, sensitivity: float):
 
 
 def search_scale(dp, mechanism: str, sensitivity: float, epsilon: float) -> tuple[float, float]:
-    """(scale, spent ε): the smallest scale OpenDP certifies ``map(Δ) ≤ epsilon`` for, and that map."""
+    """(scale, spent ε): the smallest scale near the closed form Δ/ε that OpenDP certifies ``map(Δ) ≤ epsilon``
+    for, and that map.
+
+    Both measurements' maps are Δ/scale rounded up, so Δ/ε itself passes or fails by an ulp: the scale is
+    stepped up one float at a time from Δ/ε until OpenDP's own map passes (one or two measurements per
+    stratum; a bisection built ~55). A map that does not behave so (another OpenDP version) falls back to
+    OpenDP's ``binary_search_param``. Either way the returned scale is certified by the measurement's map."""
     d_in = sensitivity_argument(mechanism, sensitivity)
     if not (math.isfinite(epsilon) and epsilon > 0):
         raise ValueError(f"nominal epsilon must be finite and > 0, got {epsilon!r}")
     guess = float(sensitivity) / epsilon
-    scale = dp.binary_search_param(lambda s: noise_measurement(dp, mechanism, s), d_in=d_in, d_out=float(epsilon),
-                                   bounds=(guess * 0.5, guess * 2.0), T=float)
-    spent = float(noise_measurement(dp, mechanism, scale).map(d_in))
+    scale = guess
+    for _ in range(_ULP_STEPS):
+        spent = float(noise_measurement(dp, mechanism, scale).map(d_in))
+        if spent <= epsilon:
+            break
+        scale = math.nextafter(scale, math.inf)
+    else:
+        scale = dp.binary_search_param(lambda s: noise_measurement(dp, mechanism, s), d_in=d_in,
+                                       d_out=float(epsilon), bounds=(guess * 0.5, guess * 2.0), T=float)
+        spent = float(noise_measurement(dp, mechanism, scale).map(d_in))
     if spent > epsilon:   # binary_search_param promises a passing value; keep the promise checked
         raise RuntimeError(f"OpenDP scale search returned scale {scale!r} spending {spent!r} > {epsilon!r}")
     return float(scale), spent
+
+
+#: floats above Δ/ε tried before the bisection fallback (the maps round up by at most an ulp or two)
+_ULP_STEPS = 8
 
 
 def variance_at_scale(mechanism: str, scale: float) -> float:
