@@ -60,6 +60,8 @@ def design_toml(model, *, source: str, columns: dict, sigma2_from: str) -> str:
     """The model file text of a stratified design made from a frame."""
     lines = [f"# written by dpopt design from {source}",
              f"# sigma2: variances of {columns['y']} from the {sigma2_from}"
+             + (" (values clamped to value_range, as the release clamps them)"
+                if (getattr(model, "frame_columns", None) or {}).get("sigma2_clamped_to") else "")
              + (" (the design then reads the confidential values; a public pilot avoids that, docs/release.md)"
                 if sigma2_from == "frame" else ""),
              'family = "stratified"']

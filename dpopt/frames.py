@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from . import _validate as V
+
 __all__ = ["Frame", "read_csv", "stratified_design_from_frame", "hierarchy_from_frame", "design_table",
            "to_pandas"]
 
@@ -178,10 +180,12 @@ def _label(v) -> str:
 
 
 # ---------------------------------------------------------------------------------- stratified designs
-def stratum_moments(frame, strata, y, *, name: str = "frame", min_units: int = 1):
+def stratum_moments(frame, strata, y, *, name: str = "frame", min_units: int = 1, clamp=None):
     """(labels, N_h, S_h² as k×J, values as n×J, codes) of a frame; S_h² uses ddof = 1 (nan below 2 units).
 
-    ``y`` is one column name or a list of them. Strata with fewer than ``min_units`` rows raise.
+    ``y`` is one column name or a list of them. Strata with fewer than ``min_units`` rows raise. ``clamp``
+    (lo, hi): S_h² is the variance of the values clamped to [lo, hi], i.e. of what a release that clamps
+    responses to that range privatises (the returned values stay as read).
     """
     fr = frame if isinstance(frame, Frame) else Frame(frame, name)
     ys = [] if isinstance(y, list) and not y else _y_columns(y)
@@ -196,7 +200,7 @@ def stratum_moments(frame, strata, y, *, name: str = "frame", min_units: int = 1
             raise ValueError(f"{fr.name}: stratum {labels[h]!r} (strata column {strata!r}) has {rows.shape[0]} "
                              f"unit(s); at least {min_units} are needed to estimate S_h^2")
         if rows.shape[0] >= 2:
-            S2[h] = np.var(rows, axis=0, ddof=1)
+            S2[h] = np.var(rows if clamp is None else np.clip(rows, *clamp), axis=0, ddof=1)
     return labels, counts.astype(np.int64), S2, Y, codes
 
 
@@ -228,7 +232,8 @@ def stratified_design_from_frame(frame, strata: str, y, total, epsilon, *, pilot
 
     ``N_h`` are the frame's stratum counts, labelled by the values of ``strata`` (sorted). ``S_h²`` is the
     unbiased variance of ``y`` (one column, or a list of columns for several study variables) in each
-    stratum, from the frame itself or from ``pilot`` (a frame with the same ``strata`` and ``y`` columns:
+    stratum, of the values clamped to ``value_range`` when one is given (the release clamps responses to
+    it, so that is the variance of what is released), from the frame itself or from ``pilot`` (a frame with the same ``strata`` and ``y`` columns:
     a pilot sample or public data; every stratum needs at least 2 pilot units). Other keyword options
     (mechanism, objective, value_range, lower, upper, min_per_stratum, shares, ...) go to the design.
 
@@ -238,14 +243,18 @@ def stratified_design_from_frame(frame, strata: str, y, total, epsilon, *, pilot
 
     ys = _y_columns(y)
     fr = Frame(frame, "frame")
+    vr = options.get("value_range")
+    # the release clamps every response to value_range, so S_h² is the variance of the clamped values: one
+    # outlier in an unclamped pilot can multiply a stratum's S_h² and pull the allocation towards it
+    clamp = None if vr is None else tuple(float(v) for v in V.vector("value_range", vr, length=2))
     if pilot is None:
-        labels, N, S2, Y, _ = stratum_moments(fr, strata, ys, name="frame", min_units=2)
+        labels, N, S2, Y, _ = stratum_moments(fr, strata, ys, name="frame", min_units=2, clamp=clamp)
         design_values = Y
         src = "frame"
     else:
         labels, N, _, _, _ = stratum_moments(fr, strata, [], name="frame", min_units=1)
         pf = Frame(pilot, "pilot")
-        plabels, pcounts, S2p, Y, _ = stratum_moments(pf, strata, ys, name="pilot", min_units=2)
+        plabels, pcounts, S2p, Y, _ = stratum_moments(pf, strata, ys, name="pilot", min_units=2, clamp=clamp)
         missing = [lab for lab in labels if lab not in plabels]
         if missing:
             raise ValueError(f"pilot strata column {strata!r} has no units in stratum "
@@ -261,22 +270,23 @@ def stratified_design_from_frame(frame, strata: str, y, total, epsilon, *, pilot
     if mech_name in ("dlap", "tulap"):
         for j, c in enumerate(ys):
             check_integer_values(design_values[:, j], c, mech_name, where=src)
-    vr = options.get("value_range")
-    if vr is not None:
-        lo, hi = (float(v) for v in vr)
+    if clamp is not None:
+        lo, hi = clamp
         for j, c in enumerate(ys):
             col = design_values[:, j]
             if np.any(col < lo) or np.any(col > hi):
                 import warnings
                 warnings.warn(f"{src} column {c!r} has values outside value_range ({lo:g}, {hi:g}); the release "
-                              "clamps responses to that range, which biases the estimate", stacklevel=3)
+                              "clamps responses to that range, which biases the estimate (S_h^2 is that of the "
+                              "clamped values, as released)", stacklevel=3)
     if "labels" in options:
         raise TypeError("labels come from the strata column in from_frame; do not pass labels=")
     options.setdefault("variables", ys)
     sigma2 = S2[:, 0] if len(ys) == 1 else S2
     model = StratifiedDesign(N=N, sigma2=sigma2, total=total, epsilon=epsilon, labels=labels, **options)
     # what the frame columns were: the release reads the same columns (dpopt release / release_stratified)
-    model.frame_columns = {"strata": str(strata), "y": ys if len(ys) > 1 else ys[0], "sigma2_from": src}
+    model.frame_columns = {"strata": str(strata), "y": ys if len(ys) > 1 else ys[0], "sigma2_from": src,
+                           "sigma2_clamped_to": clamp}
     return model
 
 

@@ -6,6 +6,8 @@ import math
 import numpy as np
 import pytest
 
+import dpopt
+
 from dpopt import Hierarchy, StratifiedDesign
 from dpopt.frames import design_table, read_csv
 from dpopt.sampling import draw_poisson, draw_srs, draw_stratified, sample_key
@@ -47,7 +49,7 @@ def test_from_frame_equals_hand_computed(kind, tmp_path):
     assert m.N.tolist() == HAND_N
     assert np.allclose(m.sigma2, HAND_S2, rtol=1e-14)
     assert m.variables == ["y"]
-    assert m.frame_columns == {"strata": "region", "y": "y", "sigma2_from": "frame"}
+    assert m.frame_columns == {"strata": "region", "y": "y", "sigma2_from": "frame", "sigma2_clamped_to": None}
 
 
 def test_from_frame_two_variables_and_pilot():
@@ -234,3 +236,30 @@ def test_sample_csv_and_frame(tmp_path):
     df = s.to_frame()
     assert isinstance(df, pd.DataFrame) and df["stratum"].tolist()[:5] == ["x"] * 5
     assert math.isclose(df["weight"].sum(), 60.0)
+
+
+def test_sigma2_is_the_variance_of_the_clamped_values_the_release_releases():
+    """With value_range, S_h² from the frame or the pilot is the variance of the values clamped to the range
+    (what the release privatises): an outlier in one stratum's pilot no longer multiplies its S_h² and its
+    allocation; the report says where S_h² came from and that it was clamped."""
+    import warnings
+
+    frame = {"s": ["a"] * 50 + ["b"] * 50, "y": [float(i % 7) for i in range(100)]}
+    pilot = {"s": ["a"] * 6 + ["b"] * 6, "y": [1.0, 2.0, 3.0, 4.0, 5.0, 2900.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = dpopt.StratifiedDesign.from_frame(frame, "s", "y", 20, 1.0, pilot=pilot, value_range=(0, 10))
+    want_a = np.var(np.clip([1.0, 2.0, 3.0, 4.0, 5.0, 2900.0], 0, 10), ddof=1)
+    want_b = np.var([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], ddof=1)
+    np.testing.assert_allclose(m.sigma2, [want_a, want_b], rtol=1e-15)
+    rep = m.report(m.solve())
+    assert "clamped to [0, 10]" in rep and "from the pilot" in rep
+    # the frame itself, clamped too
+    f2 = {"s": ["a"] * 4 + ["b"] * 4, "y": [-5.0, 1.0, 2.0, 30.0, 1.0, 2.0, 3.0, 4.0]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m2 = dpopt.StratifiedDesign.from_frame(f2, "s", "y", 4, 1.0, value_range=(0, 10))
+    np.testing.assert_allclose(m2.sigma2, [np.var([0.0, 1.0, 2.0, 10.0], ddof=1), np.var([1.0, 2.0, 3.0, 4.0], ddof=1)])
+    # without value_range nothing is clamped
+    m3 = dpopt.StratifiedDesign.from_frame(f2, "s", "y", 4, 1.0)
+    assert m3.sigma2[0] == pytest.approx(np.var([-5.0, 1.0, 2.0, 30.0], ddof=1))

@@ -67,6 +67,12 @@ def stratified_report(model, solution: Solution) -> str:
     lines.append("")
     lines.append(table(heads, rows, fmts))
     lines.append("")
+    source = getattr(model, "frame_columns", None) or {}
+    if source.get("sigma2_from"):
+        clamp = source.get("sigma2_clamped_to")
+        lines.append(f"sigma2              : from the {source['sigma2_from']}"
+                     + (f", of the values clamped to [{clamp[0]:g}, {clamp[1]:g}] as the release clamps them"
+                        if clamp else ", unclamped (no value_range)"))
     if not one:
         lines.append(f"variables           : {', '.join(model.variables)} (budget shares "
                      f"{', '.join(f'{s:.4g}' for s in model.shares)}, objective weights "
