@@ -319,3 +319,26 @@ def test_simulation_batch_default_bounds_memory():
         sim.release = real
     assert max(calls) * n <= sim.BATCH_ELEMENTS and sum(calls) == 450
     assert np.all(np.isfinite(out["mse"]))
+
+
+def test_round_consistent_gives_integers_that_add_up_and_stay_close():
+    """Largest-remainder rounding top-down, checked against its definition: integers ≥ 0, every parent equals
+    the sum of its children, each node within 1 of its value rescaled to the rounded parent, and the
+    root within ½ of its value; over random consistent releases of random trees."""
+    from dpopt.simulate.hierarchy import round_consistent
+
+    rng = np.random.default_rng(8)
+    for seed in range(40):
+        h = random_tree(seed)
+        rel = release(h, rng.uniform(0.05, 2.0, size=h.n_levels), seed, consistency=True)
+        ri = round_consistent(rel, h.parents)
+        assert abs(ri[0][0] - rel[0][0]) <= 0.5
+        for l in range(h.n_levels):
+            assert np.all(ri[l] >= 0) and np.all(ri[l] == np.round(ri[l]))
+            if l:
+                G = ri[l - 1].size
+                assert np.array_equal(np.bincount(h.parents[l], weights=ri[l], minlength=G), ri[l - 1])
+                real = np.bincount(h.parents[l], weights=rel[l], minlength=G)
+                scaled = rel[l] * np.divide(ri[l - 1], real, out=np.zeros(G), where=real > 0)[h.parents[l]]
+                ok = real[h.parents[l]] > 0
+                assert np.all(np.abs(ri[l] - scaled)[ok] < 1.0)

@@ -341,6 +341,22 @@ def test_hierarchy_release_consistency_and_budget():
     assert df["node"].tolist() == ["Total", "MD", "VA", "C", "A", "B"] and len(df) == 6
 
 
+def test_hierarchy_release_as_integers_that_add_up():
+    h = Hierarchy.from_frame({"state": ["VA"] * 60 + ["MD"] * 40,
+                              "county": ["A"] * 25 + ["B"] * 35 + ["C"] * 40}, ["state", "county"])
+    rel = release_hierarchy(h, [0.3, 0.3, 0.4], integer=True)
+    assert rel.integer and rel.to_dict()["integer"] and rel.record.details["integer"]
+    for l in range(h.n_levels):
+        assert np.all(rel.counts[l] >= 0) and np.all(rel.counts[l] == np.round(rel.counts[l]))
+        if l:
+            sums = np.bincount(h.parents[l], weights=rel.counts[l], minlength=h.sizes[l - 1])
+            assert np.array_equal(sums, rel.counts[l - 1])
+    with pytest.raises(ValueError, match="consistency"):
+        release_hierarchy(h, [0.3, 0.3, 0.4], integer=True, consistency=False)
+    with pytest.raises(TypeError, match="integer"):
+        release_hierarchy(h, [0.3, 0.3, 0.4], integer="yes")
+
+
 def test_hierarchy_release_noise_has_the_laplace_variance():
     """Untruncated regime (large counts), no consistency step: the 3000 bottom-level noise values of one
     release have variance 2·scale² (±25 %, 5 SEs of a Laplace sample variance) and mean 0 (4 SEs)."""

@@ -30,6 +30,7 @@ class HierarchyRelease:
     consistency: bool
     record: ReleaseRecord
     ledger: PrivacyLedger
+    integer: bool = False        # counts rounded to non-negative integers that add up (round_consistent)
 
     def __repr__(self) -> str:
         return (f"HierarchyRelease(levels={len(self.counts)}, epsilon_spent={self.epsilon_spent:.6g}, "
@@ -49,15 +50,21 @@ class HierarchyRelease:
         return {"levels": [{"level": l + 1, "epsilon": float(self.epsilon[l]), "scale": float(self.scales[l]),
                             "nodes": dict(zip(ids, (float(x) for x in c)))}
                            for l, (c, ids) in enumerate(zip(self.counts, self.ids))],
-                "epsilon_spent": self.epsilon_spent, "consistency": self.consistency}
+                "epsilon_spent": self.epsilon_spent, "consistency": self.consistency, "integer": self.integer}
 
 
 def release_hierarchy(hierarchy, epsilon_per_level, *, sensitivity: float = 1.0, consistency: bool = True,
-                      ledger: PrivacyLedger | None = None, name: str = "") -> HierarchyRelease:
+                      integer: bool = False, ledger: PrivacyLedger | None = None,
+                      name: str = "") -> HierarchyRelease:
     """Release every node count of ``hierarchy`` (the confidential counts) with budgets ``epsilon_per_level``
-    (an array or a HierarchyBudget Solution). ``ledger`` (default: total Σ ε_ℓ) is charged first."""
+    (an array or a HierarchyBudget Solution). ``ledger`` (default: total Σ ε_ℓ) is charged first.
+
+    ``integer=True`` (needs ``consistency``) publishes non-negative integers that still add up: the
+    consistent counts are rounded top-down by :func:`dpopt.simulate.hierarchy.round_consistent` (each
+    parent's integer shared among its children by largest remainder; every node moves by less than 1 plus
+    its share of its parent's rounding; docs/release.md). Post-processing: the budget is the same."""
     from ..models.tree import Hierarchy
-    from ..simulate.hierarchy import _project_groups
+    from ..simulate.hierarchy import _project_groups, round_consistent
 
     dp = _opendp.require_opendp()
     if not isinstance(hierarchy, Hierarchy):
@@ -65,6 +72,11 @@ def release_hierarchy(hierarchy, epsilon_per_level, *, sensitivity: float = 1.0,
     L = hierarchy.n_levels
     eps = V.positive_vector("epsilon_per_level", getattr(epsilon_per_level, "x", epsilon_per_level), length=L)
     d = V.positive("sensitivity", sensitivity)
+    consistency = V.flag("consistency", consistency)
+    integer = V.flag("integer", integer)
+    if integer and not consistency:
+        raise ValueError("integer=True needs consistency=True: integers that add up are rounded from consistent "
+                         "counts (without consistency each count would only be rounded on its own)")
     scales, spent = [], []
     for l in range(L):
         s, e = _opendp.search_scale(dp, "laplace", d, float(eps[l]))
@@ -77,7 +89,7 @@ def release_hierarchy(hierarchy, epsilon_per_level, *, sensitivity: float = 1.0,
     record = ReleaseRecord(name or f"hierarchy {hierarchy.name or ''}".strip(), "hierarchy", parts,
                            target_epsilon=float(np.sum(eps)),
                            details={"levels": hierarchy.sizes, "epsilon_per_level": eps.tolist(),
-                                    "sensitivity": d, "consistency": bool(consistency),
+                                    "sensitivity": d, "consistency": bool(consistency), "integer": bool(integer),
                                     "composition_opendp": _opendp.composed_by_opendp(dp, spent)})
     ledger = ledger if ledger is not None else PrivacyLedger(record.epsilon, name=name)
     ledger.charge(record)
@@ -88,5 +100,7 @@ def release_hierarchy(hierarchy, epsilon_per_level, *, sensitivity: float = 1.0,
         if consistency and l > 0:
             noisy = _project_groups(noisy, hierarchy.parents[l], out[l - 1])
         out.append(noisy)
+    if integer:
+        out = round_consistent(out, hierarchy.parents)
     return HierarchyRelease(out, [list(i) for i in hierarchy.ids], np.array(spent), np.array(scales),
-                            record.epsilon, bool(consistency), record, ledger)
+                            record.epsilon, bool(consistency), record, ledger, bool(integer))

@@ -62,6 +62,40 @@ def _project_groups(vals: np.ndarray, group: np.ndarray, target: np.ndarray) -> 
     return out
 
 
+def round_consistent(levels: list[np.ndarray], parents: list) -> list[np.ndarray]:
+    """Non-negative integers that still add up, from consistent non-negative counts (every parent's children
+    sum to it): the top level is rounded to the nearest integer; then, top-down, each parent's integer value
+    is shared among its children by largest remainder on the children's values rescaled to that integer
+    (floors, then one more unit to the largest fractional parts). Every child moves by less than 1 from its
+    rescaled value, so a node's rounding error is below 1 plus its share of its parent's; the sums hold
+    exactly. Post-processing of a release: no privacy cost. ``levels`` are 1-D arrays (one release)."""
+    out = [np.round(np.asarray(levels[0], dtype=float))]
+    for l in range(1, len(levels)):
+        v = np.asarray(levels[l], dtype=float)
+        par = np.asarray(parents[l], dtype=np.int64)
+        G = out[l - 1].size
+        real_sum = np.bincount(par, weights=v, minlength=G)
+        target = out[l - 1]
+        factor = np.divide(target, real_sum, out=np.zeros(G), where=real_sum > 0)
+        t = v * factor[par]
+        # a parent whose children are all 0 but which rounded up to ≥ 1 shares its units equally
+        empty = (real_sum <= 0) & (target > 0)
+        if np.any(empty):
+            sizes = np.bincount(par, minlength=G)
+            t = np.where(empty[par], target[par] / np.maximum(sizes[par], 1), t)
+        base = np.floor(t)
+        # Σ t = target up to rounding, so 0 ≤ short ≤ the number of children
+        short = np.clip(np.round(target - np.bincount(par, weights=base, minlength=G)), 0, None).astype(np.int64)
+        frac = t - base
+        order = np.lexsort((-frac, par))                         # per parent, largest remainder first
+        starts = np.searchsorted(par[order], np.arange(G))
+        rank = np.empty(v.size, dtype=np.int64)
+        rank[order] = np.arange(v.size) - starts[par[order]]
+        n = base + (rank < short[par])
+        out.append(n)
+    return out
+
+
 def release(hierarchy: Hierarchy, epsilon_per_level, rng=None, consistency: bool = True,
             sensitivity: float = 1.0, trials: int | None = None):
     """One (or ``trials``) simulated release(s) for Monte Carlo (numpy noise; a real release uses
