@@ -67,41 +67,97 @@ def _solved(model, backend):
     return sol
 
 
+def _baseline(design, name):
+    try:
+        return np.asarray(design.baseline(name), dtype=float)
+    except (ValueError, TypeError):     # e.g. no Neyman design for a model that has none
+        return None
+
+
+def _label_size(k: int) -> float:
+    return 9.0 if k <= 30 else 7.0 if k <= 80 else 5.0
+
+
 def _stratified(design, data, path, out, stem, quick, backend, solve_model=None):
+    """Horizontal bars, one row per stratum sorted by allocation (legible at 50+ strata), with the
+    proportional and Neyman designs beside it; the breakdown in units of the variance of the mean."""
     plt = _pyplot()
     sol = _solved(solve_model or design, backend)
     n = np.asarray(sol.n if sol.n is not None else sol.x, dtype=float)
-    labels = list(design.labels)
-    x = np.arange(design.k)
+    k = design.k
+    order = np.argsort(n, kind="stable")               # largest at the top of a horizontal bar chart
+    labels = [str(design.labels[i]) for i in order]
+    y = np.arange(k)
+    height = max(4.0, 0.2 * k + 1.5)
+    fs = _label_size(k)
     nb = design.nominal_budgets(n)
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(max(8.0, 0.5 * design.k + 6), 4))
-    a1.bar(x, n, color="tab:blue")
-    a1.set_xticks(x, labels, rotation=45 if design.k > 6 else 0, ha="right" if design.k > 6 else "center")
-    a1.set_ylabel("sample size n_h")
-    a1.set_title(f"design ({sol.status}, total {int(round(n.sum()))})")
-    a2.bar(x, nb["epsilon"], color="tab:orange")
-    a2.axhline(design.epsilon, color="k", lw=1, ls="--", label=f"central epsilon {design.epsilon:g}")
-    a2.set_xticks(x, labels, rotation=45 if design.k > 6 else 0, ha="right" if design.k > 6 else "center")
-    a2.set_ylabel("nominal epsilon per response")
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, height), sharey=True)
+    a1.barh(y, n[order], color="tab:blue", label=f"this design ({sol.status})")
+    for name, mark, color in (("proportional", "|", "k"), ("neyman", "x", "tab:green")):
+        base = _baseline(design, name)
+        if base is not None:
+            a1.plot(base[order], y, ls="none", marker=mark, color=color, ms=6, label=name)
+    a1.set_yticks(y, labels, fontsize=fs)
+    a1.set_ylim(-0.7, k - 0.3)
+    a1.set_xlabel("sample size n_h")
+    a1.set_title(f"design (total {int(round(n.sum()))})")
+    a1.legend(loc="lower right", fontsize=8)
+    a1.grid(axis="x", alpha=0.3)
+    a2.barh(y, nb["epsilon"][order], color="tab:orange")
+    a2.axvline(design.epsilon, color="k", lw=1, ls="--", label=f"central epsilon {design.epsilon:g}")
+    a2.set_xscale("log")
+    from matplotlib.ticker import ScalarFormatter
+    a2.xaxis.set_major_formatter(ScalarFormatter())     # 2, 3, 4 rather than 2×10^0
+    a2.xaxis.set_minor_formatter(ScalarFormatter())
+    a2.set_xlabel("nominal epsilon per sampled response")
     a2.set_title("budget each sampled response gets")
-    a2.legend(loc="lower right")
+    a2.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
     paths = [_save(fig, out, f"{stem}_design.png")]
-    b = design.variance_breakdown(n)
-    fig, ax = plt.subplots(figsize=(max(7.0, 0.5 * design.k + 5), 4))
-    ax.bar(x, b["sampling"], label="sampling", color="tab:blue")
-    ax.bar(x, b["noise"], bottom=b["sampling"], label="DP noise", color="tab:red")
-    ax.set_xticks(x, labels, rotation=45 if design.k > 6 else 0, ha="right" if design.k > 6 else "center")
-    ax.set_ylabel("objective term")
-    ax.set_title(f"sampling versus noise per stratum (noise share {b['noise_total'] / b['total']:.0%})")
-    ax.legend()
-    paths.append(_save(fig, out, f"{stem}_breakdown.png"))
+    paths.append(_breakdown_figure(plt, design, n, order, labels, out, stem))
     show = np.argsort(-n)[:8]
+    names = list(design.labels)
     paths.append(_path_figure(plt, data, path, backend, "epsilon", design.epsilon, quick, design.k, out, stem,
                               xlabel="central epsilon", title="objective versus epsilon", ylabel="objective",
-                              series=[(int(i), labels[i]) for i in show], point_axis="semilogx",
+                              series=[(int(i), names[i]) for i in show], point_axis="semilogx",
                               point_label="n_h",
                               point_title="design path" + (" (8 largest strata)" if design.k > 8 else "")))
     return paths
+
+
+def _breakdown_figure(plt, design, n, order, labels, out, stem):
+    """Each stratum's share of the variance of the estimated mean (sampling and DP noise), and the SE of
+    the mean under this design, proportional and Neyman allocation. Other objectives: the objective terms."""
+    k = design.k
+    b = design.variance_breakdown(n)
+    mean = design.objective_kind == "mean" and b["total"] > 0
+    unit = b["variance_of_mean"] / b["total"] if mean else 1.0
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, max(4.0, 0.2 * k + 1.5)),
+                                 gridspec_kw={"width_ratios": [3, 1]})
+    y = np.arange(k)
+    samp, noise = b["sampling"][order] * unit, b["noise"][order] * unit
+    a1.barh(y, samp, color="tab:blue", label="sampling")
+    a1.barh(y, noise, left=samp, color="tab:red", label="DP noise")
+    a1.set_yticks(y, labels, fontsize=_label_size(k))
+    a1.set_ylim(-0.7, k - 0.3)
+    a1.set_xlabel("contribution to Var(estimated mean)" if mean else "objective term")
+    a1.set_title(f"sampling versus noise per stratum (noise share {b['noise_total'] / b['total']:.0%})")
+    a1.legend(loc="lower right", fontsize=8)
+    a1.grid(axis="x", alpha=0.3)
+    names, values = [], []
+    for name, pt in (("this", n), ("proportional", _baseline(design, "proportional")),
+                     ("Neyman", _baseline(design, "neyman"))):
+        if pt is not None:
+            v = float(design.objective_value(pt))
+            names.append(name)
+            values.append(np.sqrt(v * unit) if mean else v)
+    a2.bar(names, values, color=["tab:blue", "0.6", "tab:green"][:len(names)])
+    a2.set_ylabel("SE of the estimated mean" if mean else "objective g(n)")
+    a2.set_title("designs compared")
+    for i, v in enumerate(values):
+        a2.annotate(f"{v:.4g}", (i, v), ha="center", va="bottom", fontsize=8)
+    fig.tight_layout()
+    return _save(fig, out, f"{stem}_breakdown.png")
 
 
 def _path_figure(plt, data, path, backend, key, center, quick, size, out, stem, *, xlabel, title, ylabel, series,
