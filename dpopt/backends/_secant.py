@@ -62,7 +62,7 @@ def _prepare(model, options, solvers):
     x0 = np.sqrt(lo * hi)
     scale = max(abs(prog.evaluate(x0)[0]), 1e-300) * 1e-6
     # exact right-hand sides (tightened rows cut off zero-slack optima and void the bound); a point the solver
-    # accepts within its own tolerance but dpopt's 1e-9 refuses is repaired, and then only feasible
+    # accepts within its own tolerance but the one feasibility test refuses is repaired, and then only feasible
     milp = secant_milp(prog, lo, hi, anchor=x0, obj_scale=scale)
     solver_options = options.get("solver_options") or {}
     if not isinstance(solver_options, dict):
@@ -76,7 +76,7 @@ def _finish(model, prep, status_word, n, bound, solver_name, t0, message):
     prog = prep["prog"]
     repaired = False
     if n is not None and not (np.all(n >= prog.lower) and np.all(n <= prog.upper)
-                              and np.all(prog.violation(n.astype(float)) <= 1e-9)):
+                              and prog.feasible(n)):
         from .pyomo.feasibility import repair_integer_point
         worst = float(np.max(prog.violation(np.clip(n, prog.lower, prog.upper).astype(float))))
         n = repair_integer_point(model, np.clip(n, prog.lower, prog.upper))

@@ -19,11 +19,39 @@ Pyomo translations share.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 SENSES = ("<=", "==")
+
+#: The one feasibility tolerance of every stratified and min-cost model (docs/constrained.md, "Feasibility
+#: and safe bounds"). Row l of the program holds at n when
+#:     row_l(n) − rhs_l ≤ FEASIBILITY_TOL · scale_l(n)        (|row_l(n) − rhs_l| for equalities),
+#: scale_l(n) = max(|rhs_l|, Σ_i |term_il(n_i)|): relative to the magnitude of the numbers whose difference
+#: decides the row (for a precision target, the domain variance before the fpc constant is subtracted).
+#: :meth:`SeparableProgram.feasible` applies it; ``model.is_feasible``, both exact routes and the Pyomo,
+#: cvxpy and secant repairs call that function.
+FEASIBILITY_TOL = 1e-9
+#: Assumed relative error of one evaluated unit term, increment or product with a multiplier: a few dozen
+#: ulps (log1p/expm1/logaddexp and the mechanism's variance are each correct to a few ulps). Lower bounds
+#: subtract this times the magnitude of the numbers summed (plus the summation's own error) so that a bound
+#: computed in floating point is never above the exact one.
+EVAL_RTOL = 64 * np.finfo(float).eps
+
+
+def safe_lower(parts, magnitude: float | None = None, extra_ops: int = 0) -> float:
+    """A float provably ≤ Σ parts (each part exact within EVAL_RTOL·|part| and ``magnitude`` the total size
+    of what went into the parts when larger than Σ|parts|): ``math.fsum`` (correctly rounded) minus
+    (EVAL_RTOL + (extra_ops + 2)·u)·max(magnitude, Σ|parts|), u the unit roundoff."""
+    parts = np.asarray(parts, dtype=float).ravel()
+    if not np.all(np.isfinite(parts)):
+        return -math.inf if np.any(np.isnan(parts)) or np.any(parts == -math.inf) else math.inf
+    total = math.fsum(parts.tolist())
+    mag = max(float(np.sum(np.abs(parts))), 0.0 if magnitude is None else float(magnitude))
+    u = np.finfo(float).eps / 2
+    return total - (EVAL_RTOL + (extra_ops + 2) * u) * mag - 2 * u * abs(total)
 
 
 @dataclass
@@ -191,6 +219,47 @@ class SeparableProgram:
             out[l] = abs(d) if r.sense == "==" else d
         return out / scale
 
+    def feasible(self, n, tol: float = FEASIBILITY_TOL) -> bool:
+        """THE feasibility test (module constant FEASIBILITY_TOL): finite, within the bounds and every row's
+        relative violation (:meth:`violation`) ≤ ``tol``. Integer designs are always judged at the default."""
+        x = np.asarray(n, dtype=float)
+        if x.shape != (self.k,) or not np.all(np.isfinite(x)) or np.any(x < self.lower) or np.any(x > self.upper):
+            return False
+        if not self.m:
+            return True
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            v = self.violation(x)
+        return bool(np.all(v <= tol))
+
+    def allowance(self) -> np.ndarray:
+        """Per row, an upper bound on FEASIBILITY_TOL · scale_l(n) over every design the test accepts: the most
+        a feasible design can exceed rhs_l by. Bounds and infeasibility proofs are computed against
+        rhs_l + allowance_l (|row − rhs| ≤ allowance_l for equalities), so they hold for every design
+        :meth:`feasible` accepts, not only for those with no violation at all.
+
+        Rows whose terms cannot be negative (precision targets, variance bounds, cost budgets): a feasible
+        design has row ≤ rhs + τ·max(rhs, row), so row ≤ rhs/(1 − τ) and the allowance is τ·|rhs|/(1 − τ).
+        Other rows: τ·max(|rhs|, Σ_i max over the box of |term_il|) (a unit term is convex and positive, so
+        its largest value is at an end of the box)."""
+        tau = FEASIBILITY_TOL
+        lo, hi = self.lower.astype(float), self.upper.astype(float)
+        out = np.zeros(self.m)
+        T_lo = T_hi = None
+        for l, r in enumerate(self.rows):
+            nonneg = r.a is None or bool(np.all(r.a >= 0))
+            if nonneg and r.sense == "<=" and r.rhs >= 0:
+                out[l] = tau * abs(r.rhs) / (1 - tau) * (1 + 4 * np.finfo(float).eps)
+                continue
+            mag = 0.0
+            if r.W is not None:
+                if T_lo is None:
+                    T_lo, T_hi = self.unit_matrix(lo), self.unit_matrix(hi)
+                mag += float(np.sum(np.maximum(np.sum(r.W * T_lo, axis=1), np.sum(r.W * T_hi, axis=1))))
+            if r.a is not None:
+                mag += float(np.sum(np.abs(r.a) * hi))
+            out[l] = tau * max(abs(r.rhs), mag) * (1 + 4 * np.finfo(float).eps)
+        return out
+
     # ------------------------------------------------------------------ Lagrangian pieces
     def combine(self, lam: np.ndarray):
         """(Ω, ℓ): the Lagrangian's unit-term weights W0 + Σ λ_l W_l and linear part a0 + Σ λ_l a_l."""
@@ -274,7 +343,7 @@ class SecantMILP:
 
 
 def secant_milp(prog: SeparableProgram, lo: np.ndarray, hi: np.ndarray, anchor: np.ndarray | None = None,
-                obj_scale: float = 1.0, row_tighten: float = 0.0) -> SecantMILP:
+                obj_scale: float = 1.0, row_tighten: float = 0.0, relax_rows: bool = False) -> SecantMILP:
     """The program restricted to ``lo ≤ n ≤ hi`` as an exact MILP with integer secant cuts.
 
     A discretely convex f on the integers [a, b] equals max over segments v = a..b−1 of its secants
@@ -282,7 +351,9 @@ def secant_milp(prog: SeparableProgram, lo: np.ndarray, hi: np.ndarray, anchor: 
     small against the objective, each stratum's objective part is written as its affine tangent at
     ``anchor`` (exact linear part) plus an epigraph of the remainder; rows likewise. ``obj_scale`` divides
     the objective; ``row_tighten`` (relative) tightens nonlinear ≤ rows so that points the solver accepts
-    within its feasibility tolerance satisfy the true rows.
+    within its feasibility tolerance satisfy the true rows. ``relax_rows`` writes every row at
+    rhs + :meth:`SeparableProgram.allowance` (equalities as rhs ± allowance), so that the MILP's bound and
+    infeasibility proof cover every design the feasibility test accepts.
     """
     k = prog.k
     lo = np.asarray(lo, dtype=np.int64)
@@ -295,6 +366,7 @@ def secant_milp(prog: SeparableProgram, lo: np.ndarray, hi: np.ndarray, anchor: 
     ncol = k
     nrow = 0
     con_rows, con_units = [], []
+    allow = prog.allowance() if relax_rows and prog.m else np.zeros(prog.m)
     all_rows = [prog.objective, *prog.rows]
     for l, row in enumerate(all_rows):
         # every row (and its epigraph columns) in its own units: the objective divided by obj_scale, a
@@ -360,8 +432,9 @@ def secant_milp(prog: SeparableProgram, lo: np.ndarray, hi: np.ndarray, anchor: 
         R.append(np.full(cols_l.size, nrow))
         C.append(cols_l)
         Vv.append(vals_l / scale)
-        rhi.append(np.array([b / scale]))
-        rlo.append(np.array([b / scale if row.sense == "==" else -np.inf]))
+        a_l = allow[l - 1] / unit
+        rhi.append(np.array([(b + a_l) / scale]))
+        rlo.append(np.array([(b - a_l) / scale if row.sense == "==" else -np.inf]))
         nrow += 1
     cvec = np.concatenate(c)
     return SecantMILP(cvec, offset, np.concatenate(col_lo), np.concatenate(col_hi),

@@ -51,6 +51,7 @@ def honest_status(sol: Solution, rel_gap: float | None) -> Solution:
     """Demote an ``optimal`` answer whose certificate shows a relative gap above ``rel_gap`` (shared by every
     family's :meth:`Model.make_solution`)."""
     cert = sol.certificate
+    _refuse_bound_above_point(sol)
     if rel_gap is None or cert is None or sol.status != Status.OPTIMAL:
         return sol
     gap = getattr(cert, "gap", None)
@@ -60,3 +61,24 @@ def honest_status(sol: Solution, rel_gap: float | None) -> Solution:
         note = f"proven relative gap {gap:.3e} > rel_gap {rel_gap:g}"
         sol.message = f"{sol.message}; {note}" if sol.message else note
     return sol
+
+
+def _refuse_bound_above_point(sol: Solution) -> None:
+    """``optimal`` never rests on a lower bound above the point's own objective (a bound is made safe in
+    floating point, docs/constrained.md; one above the point is a numerical failure, not a proof): demote it
+    to ``feasible``. Allowed excess: FEASIBILITY_TOL relative to the objective."""
+    from ..formulations.separable import FEASIBILITY_TOL
+    cert = sol.certificate
+    lb = getattr(cert, "lower_bound", None) if cert is not None else None
+    obj = sol.objective
+    if sol.status != Status.OPTIMAL or lb is None or obj is None:
+        return
+    try:
+        lb, obj = float(lb), float(obj)
+    except (TypeError, ValueError):
+        return
+    if lb == lb and obj == obj and lb > obj + FEASIBILITY_TOL * abs(obj):
+        sol.status = Status.FEASIBLE
+        cert.optimal = False
+        note = f"the certificate's lower bound {lb!r} exceeds the objective {obj!r}: not a proof"
+        sol.message = f"{sol.message}; {note}" if sol.message else note

@@ -134,19 +134,14 @@ class MinCostDesign(Model):
         """Bound on Σ f_i(n_i) (``variance_target`` plus the fpc constant when ``fpc``), or None."""
         return None if self.variance_target is None else self.variance_target + self.design._fpc_const
 
-    def is_feasible(self, n, tol: float = 1e-9) -> bool:
+    def is_feasible(self, n, tol: float | None = None) -> bool:
+        """Does ``n`` meet the bounds, g(n) ≤ V0, the precision targets and the linear constraints? The one
+        feasibility test of every stratified model (see :meth:`StratifiedDesign.is_feasible`)."""
+        from ..formulations.separable import FEASIBILITY_TOL, program_of
         n = np.asarray(n)
-        if n.shape != (self.k,) or np.any(n < self.lower) or np.any(n > self.upper):
+        if n.shape != (self.k,):
             return False
-        if self.variance_target is not None and self.variance_value(n) > self.variance_target * (1 + tol):
-            return False
-        for t in self.precision_targets:
-            if self.design.precision_value(t, n) > t.bound * (1 + tol):
-                return False
-        for con in self.constraints:
-            if np.any(con.residual(n) > tol * (1 + np.abs(con.b))):
-                return False
-        return True
+        return program_of(self).feasible(n, FEASIBILITY_TOL if tol is None else max(float(tol), FEASIBILITY_TOL))
 
     def make_solution(self, n=None, x=None, *, status=Status.OPTIMAL, certificate=None, rel_gap=None, backend="",
                       solver="", message="", details=None) -> Solution:

@@ -701,26 +701,24 @@ class StratifiedDesign(Model):
             v = self.precision_value(t, n)
             row = {"name": t.name, "variable": self.variables[t.variable], "strata": len(t.strata),
                    "kind": t.kind, "target": t.target, "variance": v, "bound": t.bound,
-                   "se": math.sqrt(max(v, 0.0)), "met": v <= t.bound * (1 + 1e-9),
+                   "se": math.sqrt(max(v, 0.0)), "met": target_met(t, v),
                    "binding": abs(v - t.bound) <= 1e-6 * t.bound}
             if t.mean is not None:
                 row["cv"] = row["se"] / abs(t.mean)
             out.append(row)
         return out
 
-    def is_feasible(self, n, tol: float = 1e-9) -> bool:
+    def is_feasible(self, n, tol: float | None = None) -> bool:
+        """Does ``n`` meet the bounds, the total, the linear constraints and the precision targets? Decided by
+        the one feasibility test of every stratified model (:meth:`SeparableProgram.feasible
+        <dpopt.formulations.separable.SeparableProgram.feasible>`, relative tolerance
+        ``FEASIBILITY_TOL`` = 1e-9 of each row's magnitude; docs/constrained.md). ``tol`` loosens it only for
+        checks of a solver's *real* relaxation point; integer designs are judged at the default."""
+        from ..formulations.separable import FEASIBILITY_TOL, program_of
         n = np.asarray(n)
-        if n.shape != (self.k,) or np.any(n < self.lower) or np.any(n > self.upper):
+        if n.shape != (self.k,):
             return False
-        if abs(float(np.sum(n)) - self.total) > tol * max(1, self.total):
-            return False
-        for con in self.constraints:
-            if np.any(con.residual(n) > tol * (1 + np.abs(con.b))):
-                return False
-        for t in self.precision_targets:
-            if self.precision_value(t, n) > t.bound * (1 + tol):
-                return False
-        return True
+        return program_of(self).feasible(n, FEASIBILITY_TOL if tol is None else max(float(tol), FEASIBILITY_TOL))
 
     # ------------------------------------------------------------------ certificate
     def certificate(self, n, rtol: float = 1e-10) -> Certificate:
@@ -896,6 +894,14 @@ class StratifiedDesign(Model):
         :func:`dpopt.frames.stratified_design_from_frame`."""
         from ..frames import stratified_design_from_frame
         return stratified_design_from_frame(frame, strata, y, total, epsilon, pilot=pilot, **options)
+
+
+def target_met(t: "PrecisionTarget", v: float) -> bool:
+    """The feasibility test (FEASIBILITY_TOL, docs/constrained.md) on one precision target whose domain
+    variance is ``v``: the row Σ w·t = v + fpc_const against bound + fpc_const, relative to their magnitude."""
+    from ..formulations.separable import FEASIBILITY_TOL
+    row, rhs = v + t.fpc_const, t.bound + t.fpc_const
+    return bool(row - rhs <= FEASIBILITY_TOL * max(abs(rhs), abs(row)))
 
 
 def _psi(ly, L, s, u):

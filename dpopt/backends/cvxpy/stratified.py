@@ -92,7 +92,7 @@ def _solve_dcp(model, integer: bool, time_limit, t0) -> Solution:
                         message=msg, wall_time=time.perf_counter() - t0)
     if integer:
         n = np.round(val).astype(np.int64)
-        if not model.is_feasible(n, tol=1e-7):
+        if not model.is_feasible(n):
             return Solution(Status.ERROR, backend="cvxpy", solver="scip", wall_time=time.perf_counter() - t0,
                             message=f"{msg}; rounded point {n.tolist()} is infeasible")
         sol = model.make_solution(n=n, status=status, message=msg)
@@ -217,7 +217,7 @@ def _solve_dnlp(model, time_limit, gap_tol: float, t0) -> Solution:
     sol = model.make_solution(x=x, status=Status.FEASIBLE, message=msg)
     lb = linearisation_bound(model, x)
     gap = (sol.objective - lb) / abs(sol.objective) if np.isfinite(lb) and sol.objective else float("nan")
-    feasible = model.is_feasible(x, tol=1e-8)
+    feasible = model.is_feasible(x)
     certified = feasible and bool(gap <= gap_tol)
     if certified:     # the bound proves optimality whatever IPOPT's own exit status
         sol.status = Status.OPTIMAL

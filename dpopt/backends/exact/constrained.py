@@ -35,14 +35,15 @@ import time
 import numpy as np
 
 from ... import _validate as V
-from ...formulations.separable import SeparableProgram, program_of, secant_milp
+from ...formulations.separable import (EVAL_RTOL, FEASIBILITY_TOL, SeparableProgram, program_of, safe_lower,
+                                       secant_milp)
 from ...result import Certificate, Solution, Status
 from .._output import new_highs
 from .domains import domain_structure, solve_domains
 
 DEFAULT_REL_GAP = 1e-9
 DEFAULT_TIME_LIMIT = 300.0        # seconds, when the caller gives none
-_FEAS_TOL = 1e-9
+_FEAS_TOL = FEASIBILITY_TOL        # the one feasibility test's tolerance (formulations.separable)
 _CHUNK = 1 << 16                  # partial designs expanded at once by the core enumeration
 DEFAULT_MAX_STATES = 2_000_000    # partial designs a core enumeration keeps (~350 MB at the limit, measured)
 
@@ -232,7 +233,9 @@ def _solve_dual(prog: SeparableProgram, deadline: _Deadline, tol: float = 1e-11,
             best = (q, lam.copy(), x.copy())
     for it in range(1, max_iter + 1):
         if q > dual.f_max + 1e-9 * abs(dual.f_max) + 1e-300:
-            infeasible = True
+            # weak duality proves infeasibility only with the safe integer bound (exact minimisers, rows at
+            # rhs + allowance, rounding subtracted); otherwise leave the claim to the integer phase
+            infeasible = _integer_bound(prog, lam)[0] > dual.f_max + 1e-9 * abs(dual.f_max) + 1e-300
             break
         scale = prog.row_scale(x)
         viol = g / scale
@@ -333,11 +336,41 @@ def _line_raise(dual: _Dual, lam, l, scale, q, g, x, Om, ell, max_eval: int = 20
 
 # ---------------------------------------------------------------------------------- integer phase
 def _integer_bound(prog, lam):
-    """(LB, n_λ, Ω, ℓ): the integer Lagrangian dual value at λ and its minimiser."""
+    """(LB, n_λ, Ω, ℓ, margin): the integer Lagrangian dual value at λ and its minimiser, LB made safe in floating
+    point (docs/constrained.md, "Feasibility and safe bounds"):
+
+    * the bisection reads signs of increments, which are rounding noise where φ_i is flat: the least of
+      φ_i(n_λ − 1), φ_i(n_λ), φ_i(n_λ + 1) is taken;
+    * every design the feasibility test accepts has row_l ≤ rhs_l + allowance_l (|row_l − rhs_l| ≤
+      allowance_l for equalities), so the bound subtracts Σ_l |λ_l|·allowance_l;
+    * the sum Σ_i φ_i − λ·rhs − const cancels (φ_i carry λ·W terms far larger than LB when λ is large): it is
+      summed exactly (fsum) and lowered by a rigorous estimate of the evaluation and rounding error,
+      (EVAL_RTOL + (m + J + 4)·u)·(Σ_ij |Ω_ij| t_ij + Σ_i |ℓ_i n_i| + Σ_l |λ_l rhs_l| + |const|)."""
     Om, ell = prog.combine(lam)
     n_lam = _inner_integer(prog, Om, ell)
+    lo, hi = prog.lower, prog.upper
+    best = n_lam
     phi = _phi(prog, Om, ell, n_lam.astype(float))
-    return float(np.sum(phi) - lam @ prog.rhs()) - prog.const, n_lam, Om, ell
+    for d in (-1, 1):
+        c = np.clip(n_lam + d, lo, hi)
+        pc = _phi(prog, Om, ell, c.astype(float))
+        better = pc < phi
+        best = np.where(better, c, best)
+        phi = np.where(better, pc, phi)
+    n_lam = best
+    x = n_lam.astype(float)
+    T = prog.unit_matrix(x)
+    mag = float(np.sum(np.abs(Om) * T) + np.sum(np.abs(ell * x)))
+    lam = np.asarray(lam, dtype=float)
+    rhs = prog.rhs()
+    cost = -lam * rhs
+    allow = -np.abs(lam) * prog.allowance() if prog.m else np.zeros(0)
+    mag += float(np.sum(np.abs(cost))) + abs(prog.const)
+    parts = np.concatenate([phi, cost, [-prog.const]])
+    lb = safe_lower(np.concatenate([parts, allow]), mag, extra_ops=prog.m + prog.model.J + 4)
+    # the rounding part of what was subtracted: also the most a computed excess f − LB can be off by
+    margin = max(math.fsum(parts.tolist()) - lb + float(np.sum(allow)), 0.0)
+    return lb, n_lam, Om, ell, margin
 
 
 def _reduced_ranges(prog, Om, ell, n_lam, budget):
@@ -813,9 +846,8 @@ def _lp_multipliers(prog, lo, hi, anchor, scale, time_limit):
 
 
 def _feasible(prog, n) -> bool:
-    if np.any(n < prog.lower) or np.any(n > prog.upper):
-        return False
-    return bool(np.all(prog.violation(n.astype(float)) <= _FEAS_TOL))
+    """The one feasibility test (SeparableProgram.feasible, FEASIBILITY_TOL; docs/constrained.md)."""
+    return prog.feasible(np.asarray(n))
 
 
 # ---------------------------------------------------------------------------------- entry points
@@ -837,18 +869,29 @@ def _convexity(model):
     return design.convexity_verified(max_points=_CONVEXITY_POINTS)
 
 
-def _unreachable_rows(prog) -> str | None:
-    """A row whose own minimum over the bounds exceeds its right-hand side makes the model infeasible; name it
-    (e.g. a precision target below the floor the DP noise sets: more sample can mean more noise)."""
+def _unreachable_rows(prog, integer: bool = True) -> str | None:
+    """A row whose own minimum over the bounds exceeds its right-hand side plus the feasibility test's allowance
+    makes the model infeasible; name it (e.g. a precision target below the floor the DP noise sets: more
+    sample can mean more noise). ``integer``: the minimum over integer designs, exact per stratum (discretely
+    convex terms) and lowered by its rounding error (safe_lower); else the continuous relaxation's minimum."""
+    allow = prog.allowance() if prog.m else np.zeros(0)
     for l, r in enumerate(prog.rows):
         if r.sense != "<=":
             continue
         Om = np.zeros((prog.k, prog.model.J)) if r.W is None else r.W
         ell = np.zeros(prog.k) if r.a is None else r.a.astype(float)
-        lo, hi = prog.lower.astype(float), prog.upper.astype(float)
-        x = _inner_continuous(prog, Om, ell)
-        low = float(np.sum(_phi(prog, Om, ell, x)))
-        if low - r.rhs > 1e-9 * max(abs(r.rhs), abs(low)):
+        if integer:
+            m = _inner_integer(prog, Om, ell)
+            vals = _phi(prog, Om, ell, m.astype(float))
+            for d in (-1, 1):
+                vals = np.minimum(vals, _phi(prog, Om, ell, np.clip(m + d, prog.lower, prog.upper).astype(float)))
+            low = safe_lower(vals, extra_ops=prog.model.J + 2)
+            unreachable = low > r.rhs + allow[l]
+        else:
+            x = _inner_continuous(prog, Om, ell)
+            low = float(np.sum(_phi(prog, Om, ell, x)))
+            unreachable = low - r.rhs - allow[l] > 1e-9 * max(abs(r.rhs), abs(low))
+        if unreachable:
             target = r.target
             if getattr(target, "kind", None) in ("se", "cv", "variance"):
                 var = max(low - target.fpc_const, 0.0)
@@ -867,7 +910,7 @@ def relax_constrained(model, rel_gap: float = DEFAULT_REL_GAP, time_limit: float
     rel_gap, time_limit, verbose = _check_options(rel_gap, time_limit, verbose)
     deadline = _Deadline(time_limit)
     prog = program_of(model)
-    why = _unreachable_rows(prog)
+    why = _unreachable_rows(prog, integer=False)
     if why:
         return Solution(status=Status.INFEASIBLE, message=f"infeasible: {why}")
     res = _solve_dual(prog, deadline)
@@ -931,16 +974,16 @@ def _solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max
         return out
     x, lam = res["x"], res["lam"]
     lo, hi = prog.lower, prog.upper
-    lb, n_lam, Om, ell = _integer_bound(prog, lam)
+    lb, n_lam, Om, ell, margin = _integer_bound(prog, lam)
     w_lo, w_hi = _window(prog, x, n_lam, window)
     scale = max(abs(lb), abs(prog.evaluate(n_lam.astype(float))[0]), 1e-300)
     if convex and prog.m:
         # the secant LP's duals are the best multipliers: its value is the convex hull bound
         lam_lp = _lp_multipliers(prog, w_lo, w_hi, x, scale, deadline.left())
         if lam_lp is not None:
-            lb_lp, n_lp, Om_lp, ell_lp = _integer_bound(prog, lam_lp)
+            lb_lp, n_lp, Om_lp, ell_lp, m_lp = _integer_bound(prog, lam_lp)
             if lb_lp > lb:
-                lb, n_lam, Om, ell, lam = lb_lp, n_lp, Om_lp, ell_lp, lam_lp
+                lb, n_lam, Om, ell, lam, margin = lb_lp, n_lp, Om_lp, ell_lp, lam_lp, m_lp
     out["lam"] = lam
     ub, inc = math.inf, None
 
@@ -1007,7 +1050,12 @@ def _solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max
                 res = _enumerate_core(prog, Om, ell, lam, n_lam, r_lo, r_hi, b, max_states, deadline)
             if res is not None:
                 offer(res[0])
-                bound = max(bound, lb + min(b, res[1]))
+                # nothing outside the core or pruned lies below lb + b; the best design examined is res[0] (its
+                # excess res[1] was computed against the unsafe Lagrangian value, ranking within `margin`)
+                best_seen = lb + res[1]
+                if res[0] is not None:
+                    best_seen = max(best_seen, prog.evaluate(res[0].astype(float))[0] - 2 * margin)
+                bound = max(bound, min(lb + b, best_seen))
                 steps.append(f"enumerated {free} strata{by_groups} (budget {b / scale:.1e}) in {time.perf_counter() - t0:.2f} s"
                              + ("" if math.isfinite(res[1]) else ": nothing within the budget"))
                 if inc is not None and (ub - max(lb, bound) <= rel_gap * abs(ub) or b >= ub - lb):
@@ -1040,10 +1088,11 @@ def _solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max
             break
         covers = inc is not None and b >= ub - lb
         sc = abs(ub) if inc is not None else scale
-        # rows at their exact right-hand sides: the MILP's bound must hold for every feasible design,
-        # including those with no slack (a target set from a design's own precision; tightened rows missed
-        # them and proved a worse point); HiGHS's points are then checked against the rows by _feasible
-        milp = secant_milp(prog, r_lo, r_hi, anchor=x, obj_scale=max(sc, 1e-300) * 1e-6)
+        # rows at rhs + allowance: the MILP's bound (and an infeasibility proof) must hold for every design the
+        # feasibility test accepts, including those with no slack or a violation within the tolerance (a target
+        # set from a design's own precision; tightened rows missed them and proved a worse point); HiGHS's
+        # points are then checked against the rows by _feasible
+        milp = secant_milp(prog, r_lo, r_hi, anchor=x, obj_scale=max(sc, 1e-300) * 1e-6, relax_rows=True)
         t0 = time.perf_counter()
         status, n, _, bnd, hs = _highs_solve(milp, rel_gap * 0.25, 0.0, deadline.left(), verbose,
                                              start=inc if covers else None)
@@ -1123,10 +1172,11 @@ def solve_constrained(model, rel_gap: float = DEFAULT_REL_GAP, time_limit: float
     max_states = V.option(V.integer, "max_states", max_states, minimum=0)
     deadline = _Deadline(time_limit)
     prog = program_of(model)
-    unreachable = _unreachable_rows(prog)
+    convex, why = _convexity(model)
+    # the integer row minimum is exact only for discretely convex terms: no claim without them
+    unreachable = _unreachable_rows(prog) if convex else None
     if unreachable:
         return Solution(status=Status.INFEASIBLE, message=f"infeasible: {unreachable}")
-    convex, why = _convexity(model)
     if convex:
         groups = domain_structure(prog)
         if groups is not None:
@@ -1210,8 +1260,13 @@ def solve_constrained(model, rel_gap: float = DEFAULT_REL_GAP, time_limit: float
     if not convex:
         lb = lagr = -math.inf     # neither the Lagrangian inner solve nor secants are bounds without convexity
     gap = (ub - lb) / abs(ub) if ub else (0.0 if lb >= ub else math.inf)
+    # a bound above the point is a numerical failure, never a proof (the bounds are made safe, so this guards
+    # against a defect, not rounding): no claim rests on it
+    above = lb > ub + 4 * EVAL_RTOL * abs(ub)
     gap = max(gap, 0.0)
-    proven = convex and gap <= rel_gap
+    proven = convex and gap <= rel_gap and not above
+    if above:
+        steps.append(f"the lower bound {lb!r} exceeds the point's objective {ub!r}: not a proof")
     cert = Certificate("gap", bool(proven), lower_bound=lb, gap=gap, tolerance=rel_gap,
                        message="Lagrangian bound, reduced-cost fixing, cores enumerated or solved as secant MILPs (HiGHS)"
                        + ("" if convex else f"; no bound: {why}"))

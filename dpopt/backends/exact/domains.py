@@ -31,12 +31,15 @@ from ...formulations.separable import SeparableProgram
 
 _BLOCK = 64            # increments computed per stratum at a time
 _RTOL = 1e-12          # proportionality of a row's weights to the objective's
+_GREY = 1e-12          # a domain value this close (relative) to its cap is too close to call by running sums
 
 
 def domain_structure(prog: SeparableProgram):
     """``[(positions, cap, rows)]`` when every nonlinear row is a ≤ target on a domain with the objective's
     weights times a constant (``cap`` in objective units), the domains are disjoint and the one linear row
-    is the total Σ n = η; else None."""
+    is the total Σ n = η; else None. ``cap`` is (rhs + allowance)/constant: the largest domain value the one
+    feasibility test accepts (FEASIBILITY_TOL; docs/constrained.md), so that a target met exactly by a design
+    (or within the tolerance) is met here too."""
     obj = prog.objective
     if obj.W is None or (obj.a is not None and np.any(obj.a != 0)):
         return None
@@ -48,6 +51,7 @@ def domain_structure(prog: SeparableProgram):
         return None
     owner = np.full(prog.k, -1)
     groups: list[list] = []
+    allow = prog.allowance()
     for l, r in enumerate(prog.rows):
         if l == linear[0]:
             continue
@@ -64,7 +68,7 @@ def domain_structure(prog: SeparableProgram):
         s = float(np.median(ratio))
         if not (s > 0 and np.all(np.abs(ratio - s) <= _RTOL * s)):
             return None
-        cap = r.rhs / s
+        cap = (r.rhs + allow[l]) / s
         taken = np.unique(owner[S])
         if taken.size == 1 and taken[0] >= 0 and np.array_equal(groups[taken[0]][0], S):
             g = groups[taken[0]]               # a second target on the same domain: the tighter one binds
@@ -145,6 +149,8 @@ def solve_domains(prog: SeparableProgram, groups, deadline=None):
         last = -math.inf
         while F[g] > c:
             if not heap or heap[0][0] >= 0:
+                if F[g] <= c * (1 + _GREY):
+                    return None        # within rounding of the tolerance's edge: the general route decides
                 return "infeasible", (f"domain target {g + 1} is below what its strata can reach (its smallest "
                                       f"value, {F[g]:.6g} on the objective's scale, exceeds {c:.6g})")
             d, i = heapq.heappop(heap)

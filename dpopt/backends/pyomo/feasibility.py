@@ -12,30 +12,29 @@ from ...models.min_cost import MinCostDesign
 from ...models.stratified import StratifiedDesign
 
 
-# a point of a non-optimal answer (time limit, feasible) is returned only if it satisfies the model's
-# constraints to this relative tolerance (sum, linear constraints, g ≤ V0; bounds are clipped)
-FEASIBILITY_TOL = 1e-6
+# the one feasibility test and its tolerance (docs/constrained.md): an integer point is feasible only if
+# model.is_feasible accepts it; FEASIBILITY_TOL is re-exported here for the callers that report violations
+from ...formulations.separable import FEASIBILITY_TOL, program_of  # noqa: E402,F401
+
+# a rounded solver point is worth repairing by unit moves when it violates a row by at most the solver's own
+# feasibility tolerance (relative, as the test measures it); a *real* relaxation point is returned (as
+# feasible, never optimal) within the same solver tolerance
+SOLVER_TOL = 1e-6
 # the repair of a rounded integer point gives up after this many unit moves (plus 2 per stratum)
 REPAIR_MOVES = 20
 
 
 def max_violation(model, n) -> float:
-    """Largest relative violation of the model's constraints at n, measured as ``model.is_feasible`` measures
-    it (sum, linear rows relative to 1 + |b|, the min-cost variance bound); inf outside the bounds, 0 if none."""
+    """Largest relative row violation at n as the feasibility test measures it
+    (:meth:`SeparableProgram.violation <dpopt.formulations.separable.SeparableProgram.violation>`); inf
+    outside the bounds, 0 if none."""
     n = np.asarray(n, dtype=float)
     if np.any(n < model.lower) or np.any(n > model.upper):
         return math.inf
-    v = 0.0
-    if isinstance(model, StratifiedDesign):
-        v = abs(float(n.sum()) - model.total) / max(1, model.total)
-    for con in model.constraints:
-        v = max(v, float(np.max(con.residual(n) / (1 + np.abs(con.b)))))
-    if isinstance(model, MinCostDesign) and model.variance_target is not None:
-        v = max(v, (model.variance_value(n) - model.variance_target) / model.variance_target)
-    design = model.design if isinstance(model, MinCostDesign) else model
-    for t in getattr(model, "precision_targets", []):
-        v = max(v, (design.precision_value(t, n) - t.bound) / t.bound)
-    return max(v, 0.0)
+    prog = program_of(model)
+    if not prog.m:
+        return 0.0
+    return max(float(np.max(prog.violation(n))), 0.0)
 
 
 def repair_integer_point(model, n):

@@ -29,11 +29,13 @@ Solve options: the common ones of :mod:`dpopt.backends.pyomo._solver` (``solver`
 ``time_limit`` (None: 300 s), ``rel_gap`` (default 0 = proven optimum), ``verbose``, ``solver_options``), plus
 ``formulation`` (default: "minlp" for SCIP/IPOPT, "milp" for HiGHS) and ``max_milp_vars``. Solver statuses
 map onto ``Solution.status`` through the shared map; an unknown or missing solver gives ``unsupported``.
-A non-optimal answer (time limit, feasible) carries a point only when the point satisfies the model to
-``FEASIBILITY_TOL`` (relative); an ``infeasible`` claim from the solver on a model with a known feasible point
-(e.g. the plain sum-and-bounds problem) is reported as ``error``. A rounded integer point that violates a
-constraint within the solver's tolerance is repaired by unit moves to a feasible point (status ``feasible``)
-or, failing that, reported ``feasible`` with the violation in the message and ``details["max_violation"]``.
+An integer point is returned only when ``model.is_feasible`` accepts it (the one feasibility test,
+``FEASIBILITY_TOL`` = 1e-9 relative; docs/constrained.md); a real relaxation point is ``optimal`` only then,
+and returned as ``feasible`` within the solver's own tolerance ``SOLVER_TOL``. An ``infeasible`` claim from
+the solver on a model with a known feasible point (e.g. the plain sum-and-bounds problem) is reported as
+``error``. A rounded integer point that violates a constraint within the solver's tolerance is repaired by
+unit moves to a feasible point (status ``feasible`` unless the solver's bound proves it), else there is no
+point (``error``, or ``time_limit`` without an incumbent).
 """
 
 from __future__ import annotations
@@ -52,7 +54,8 @@ from .._routes import secant_for_extended
 from .secant import solve_pyomo
 from .build import (DEFAULT_MAX_MILP_VARS, FORMULATIONS, PyomoUnsupported, _ranges,  # noqa: F401 (public here)
                     build_pyomo_model)
-from .feasibility import FEASIBILITY_TOL, known_feasible_point, max_violation, repair_integer_point  # noqa: F401
+from .feasibility import (FEASIBILITY_TOL, SOLVER_TOL, known_feasible_point, max_violation,  # noqa: F401
+                          repair_integer_point)
 
 _DESCRIPTION = "Pyomo models: SCIP MINLP/NLP (scip_direct), HiGHS incremental MILP (appsi_highs), IPOPT if installed"
 SOLVERS = ("scip", "highs", "ipopt")
@@ -229,18 +232,13 @@ def _to_solution(model, m, integer, solver, formulation, status, msg, lb, opts, 
             # the solver accepts points that violate a constraint by its own tolerance (~1e-6 relative):
             # move units to a feasible point nearby, else report the violation
             violation = max_violation(model, n)
-            fixed = repair_integer_point(model, n) if violation <= FEASIBILITY_TOL else None
+            fixed = repair_integer_point(model, n) if violation <= SOLVER_TOL else None
             if fixed is not None:
                 repaired, n = n, fixed
                 msg = (f"{msg}; the solver's rounded point {repaired.tolist()} violated a constraint by "
                        f"{violation:.2g} (relative, within the solver's tolerance) and was repaired to a feasible "
                        f"point by unit moves")
                 details["repaired_from"] = repaired.tolist()
-            elif violation <= FEASIBILITY_TOL and status != Status.INFEASIBLE:
-                status = Status.FEASIBLE if status == Status.OPTIMAL else status
-                msg = (f"{msg}; the point violates a constraint by {violation:.2g} (relative, within the solver's "
-                       f"tolerance {FEASIBILITY_TOL:g}) and no feasible point was found by unit moves")
-                details["max_violation"] = violation
             elif status == Status.TIME_LIMIT:
                 return Solution(Status.TIME_LIMIT, backend="pyomo", solver=solver, details=details,
                                 wall_time=time.perf_counter() - t0, message=f"{msg}; no incumbent")
@@ -264,15 +262,16 @@ def _to_solution(model, m, integer, solver, formulation, status, msg, lb, opts, 
                                           message=f"{solver} bound")
     else:
         pt = np.clip(pt, model.lower, model.upper)
-        if status == Status.OPTIMAL and not model.is_feasible(pt, tol=1e-8):
+        if status == Status.OPTIMAL and not model.is_feasible(pt):
             # SCIP's feasibility tolerance (1e-6) can leave g(x) ≤ V0 violated by ~1e-6 relative, with a
             # cost below the true optimum: not a proven optimum of the stated model
-            status, msg = Status.FEASIBLE, f"{msg}; the point violates a constraint beyond 1e-8 (solver tolerance)"
-        if status != Status.OPTIMAL and not model.is_feasible(pt, tol=FEASIBILITY_TOL):
+            status, msg = (Status.FEASIBLE, f"{msg}; the point violates a constraint beyond the feasibility "
+                           f"tolerance {FEASIBILITY_TOL:g} (within the solver's)")
+        if status != Status.OPTIMAL and not model.is_feasible(pt, tol=SOLVER_TOL):
             # a non-optimal answer carries a point only when it satisfies the model (e.g. a time-limited
             # solve that stopped before finding any feasible point)
             why = f"the solver's point {np.array2string(pt, precision=6, threshold=8)} violates the model's " \
-                  f"constraints beyond relative tolerance {FEASIBILITY_TOL:g}"
+                  f"constraints beyond relative tolerance {SOLVER_TOL:g}"
             if status == Status.TIME_LIMIT:
                 return Solution(Status.TIME_LIMIT, backend="pyomo", solver=solver, details=details,
                                 wall_time=time.perf_counter() - t0, message=f"{msg}; no feasible point ({why})")
