@@ -145,3 +145,13 @@ def test_from_table_is_linear_in_the_depth_of_a_chain(tmp_path):
     with pytest.raises(ValueError, match="cycle"):
         Hierarchy.from_table([("a", "c", 1.0), ("b", "a", 1.0), ("c", "b", 1.0)])
     assert isinstance(dpopt.toy_hierarchy(), Hierarchy)
+
+
+@pytest.mark.parametrize("text", ["1_000", "\u0661\u0662"])
+def test_population_csv_numbers_are_ascii_decimals(tmp_path, text):
+    (tmp_path / "pop.csv").write_text(f"income\n1\n2\n{text}\n4\n", encoding="utf-8")
+    f = tmp_path / "study.toml"
+    f.write_text('family = "sample_size_study"\nepsilon = 1.0\nstatistic = "mean"\n'
+                 '[population]\nkind = "csv"\ncsv = "pop.csv"\ncolumn = "income"\n')
+    with pytest.raises(modelfile.ModelFileError, match="row 4, column 1 is not a number"):
+        modelfile.load(f)
