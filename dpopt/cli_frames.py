@@ -37,6 +37,75 @@ def add_commands(sub) -> None:
     r.add_argument("--ledger", default=None,
                    help="audit.json of earlier releases on this population: the new release is charged to it")
     r.add_argument("--confidence", type=float, default=0.95, help="confidence level of the interval (0.95)")
+    r.add_argument("--force", action="store_true",
+                   help="release into an --out that holds an earlier release: its files are kept, renamed "
+                        "audit.N.json, estimate.N.json, sample.N.csv")
+
+
+# ---------------------------------------------------------------------------------- output files
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
+    except OSError:
+        return False
+
+
+def refuse_overwriting_inputs(outputs, inputs: dict) -> None:
+    """ValueError when an output path is one of the command's input files (``inputs``: option -> path)."""
+    for out in outputs:
+        for option, path in inputs.items():
+            if path is not None and _same_file(Path(out), Path(path)):
+                raise ValueError(f"the output {str(out)!r} is the {option} input file; choose another output path "
+                                 "(an output never overwrites an input)")
+
+
+RELEASE_FILES = ("audit.json", "estimate.json", "sample.csv")
+
+
+def _keep_earlier_release(out: Path, force: bool) -> None:
+    """An --out that holds an earlier release's audit.json (the only record of the budget it spent) is
+    refused; with --force its files are renamed to the first free ``audit.N.json`` etc. and kept."""
+    present = [name for name in RELEASE_FILES if (out / name).exists()]
+    if not present:
+        return
+    if not force:
+        raise ValueError(f"--out {str(out)!r} already holds an earlier release ({', '.join(present)}); its "
+                         "audit.json is the record of the budget it spent, so it is not overwritten: choose "
+                         "another --out, or pass --force to keep the earlier files as audit.N.json, ...")
+    n = 1
+    while any((out / _numbered(name, n)).exists() for name in RELEASE_FILES):
+        n += 1
+    for name in present:
+        (out / name).rename(out / _numbered(name, n))
+
+
+def _numbered(name: str, n: int) -> str:
+    stem, dot, ext = name.partition(".")
+    return f"{stem}.{n}.{ext}"
+
+
+def write_new_file_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path`` and link it into place: a reader sees the whole
+    file or none, and an existing ``path`` is never replaced (FileExistsError)."""
+    import os
+    import tempfile
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, path)             # fails if path exists, unlike rename
+        except FileExistsError:
+            raise
+        except OSError:                    # a file system without hard links: check, then rename
+            if path.exists():
+                raise FileExistsError(17, "exists", str(path)) from None
+            os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 # ---------------------------------------------------------------------------------- design
@@ -98,6 +167,7 @@ def run_design(args) -> int:
     if args.id is not None:
         columns["id"] = args.id
     out = Path(args.out)
+    refuse_overwriting_inputs([out], {"frame": args.frame, "--pilot": args.pilot})
     text = design_toml(model, source=Path(args.frame).name, columns=columns,
                        sigma2_from="pilot" if pilot is not None else "frame")
     out.write_text(text, encoding="utf-8")
@@ -134,6 +204,13 @@ def run_release(args) -> int:
     ys = columns["y"] if isinstance(columns["y"], list) else [columns["y"]]
     if len(ys) != model.J:
         raise ValueError(f"{path}: [release] y names {len(ys)} column(s) but the model has {model.J} variable(s)")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {args.out!r} exists and is not a directory")
+    refuse_overwriting_inputs([out / name for name in RELEASE_FILES],
+                              {"model": path, "--frame": args.frame, "--ledger": args.ledger})
+    if not args.force:                   # refuse before any budget is spent
+        _keep_earlier_release(out, force=False)
     ledger = None
     if args.ledger:
         ledger = PrivacyLedger.from_audit(Path(args.ledger))
@@ -149,16 +226,18 @@ def run_release(args) -> int:
     progress = sys.stderr.isatty()
     rel = release_stratified(model, sample, values, ledger=ledger, confidence=confidence, progress=progress,
                              name=f"stratified mean of {', '.join(ys)} ({path.name})")
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    _keep_earlier_release(out, force=args.force)
     est = rel.to_dict()
-    (out / "estimate.json").write_text(json.dumps(est, indent=2) + "\n", encoding="utf-8")
-    sample.to_csv(out / "sample.csv")
-    rel.ledger.write_audit(out / "audit.json", extra={
+    # the audit first, whole or not at all: a released estimate never exists without its budget's record
+    audit = rel.ledger.audit({
         "model_file": str(path), "frame": Path(args.frame).name, "design_status": str(sol.status),
         "design_backend": sol.backend, "seeded": args.seed is not None,
         "sample_is_confidential": "sample.csv and the seed must stay confidential: amplification by "
                                   "subsampling assumes nobody outside knows who was sampled"})
+    write_new_file_atomically(out / "audit.json", json.dumps(audit, indent=2) + "\n")
+    write_new_file_atomically(out / "estimate.json", json.dumps(est, indent=2) + "\n")
+    sample.to_csv(out / "sample.csv")
     if len(ys) == 1:
         print(f"estimate {est['estimate']:.6g}  se {est['se'] if est['se'] is None else format(est['se'], '.4g')}  "
               f"{int(round(100 * confidence))}% ci {est['ci']}  epsilon spent {rel.epsilon_spent:.6g} "

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -32,6 +33,44 @@ __all__ = ["Frame", "read_csv", "stratified_design_from_frame", "hierarchy_from_
 
 
 # ---------------------------------------------------------------------------------- reading frames
+# a number written in a file: ASCII digits only (Python's float() also takes '1_000' and other scripts' digits)
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
+_INTEGER = re.compile(r"[+-]?\d+", re.ASCII)
+
+
+def is_missing(v) -> bool:
+    """None, NaN of any numeric type, pandas ``NA``/``NaT``, numpy ``NaT`` or a blank string."""
+    if v is None or type(v).__name__ in ("NAType", "NaTType"):
+        return True
+    if isinstance(v, str):
+        return v.strip() == ""
+    if isinstance(v, (np.datetime64, np.timedelta64)):
+        return bool(np.isnat(v))
+    try:
+        return bool(v != v)                # NaN is the one value unequal to itself
+    except (TypeError, ValueError):
+        return False
+
+
+def parse_number(v, integer: bool = False) -> float | int | None:
+    """``v`` as a number (a real number, or a decimal string of ASCII digits such as ``"-1.5e3"``), or
+    None when it is not one. ``integer``: only integers (``3``, ``"3"``, ``3.0``)."""
+    if isinstance(v, (bool, np.bool_)) or is_missing(v):
+        return None
+    if isinstance(v, str):
+        text = v.strip()
+        if not (_INTEGER if integer else _NUMBER).fullmatch(text):
+            return None
+        return int(text) if integer else float(text)
+    if isinstance(v, (int, np.integer)):
+        return int(v) if integer else float(v)
+    if isinstance(v, (float, np.floating)):
+        if integer:
+            return int(v) if math.isfinite(v) and float(v).is_integer() else None
+        return float(v)
+    return None
+
+
 def read_csv(path, *, name: str = "frame") -> dict[str, list[str]]:
     """A CSV file with a header row as ``{column: [str, ...]}`` (no pandas needed). Errors name the file."""
     path = Path(path)
@@ -56,6 +95,8 @@ def read_csv(path, *, name: str = "frame") -> dict[str, list[str]]:
                     raise ValueError(f"{name} {path}: line {line} has {len(row)} fields, the header has {len(header)}")
                 for h, v in zip(header, row):
                     cols[h].append(v.strip())
+    except csv.Error as exc:            # e.g. a field over csv.field_size_limit() (131 072) or a NUL byte
+        raise ValueError(f"{name} {path}: not a valid CSV file near line {reader.line_num} ({exc})") from None
     except FileNotFoundError:
         raise ValueError(f"{name} {path}: no such file") from None
     except UnicodeDecodeError as exc:
@@ -131,16 +172,15 @@ class Frame:
         else:
             out = np.empty(arr.size)
             for i, v in enumerate(arr):
-                if v is None or (isinstance(v, str) and v.strip() == ""):
-                    raise ValueError(f"{self.name} {role} column {column!r} has a missing value at row {i}")
-                if isinstance(v, (bool, np.bool_)):
-                    out[i] = float(v)
-                    continue
-                try:
-                    out[i] = float(v)
-                except (TypeError, ValueError):
-                    raise ValueError(f"{self.name} {role} column {column!r} must be numeric; "
-                                     f"row {i} has {v!r}") from None
+                if is_missing(v):
+                    what = "NaN" if isinstance(v, (float, np.floating)) else repr(v)
+                    raise ValueError(f"{self.name} {role} column {column!r} has a missing value ({what}) at row {i}")
+                x = float(v) if isinstance(v, (bool, np.bool_)) else parse_number(v)
+                if x is None:
+                    shown = repr(v) if len(repr(v)) <= 60 else repr(v)[:57] + "..."
+                    raise ValueError(f"{self.name} {role} column {column!r} must be numeric (decimal ASCII "
+                                     f"digits); row {i} has {shown}")
+                out[i] = x
         bad = ~np.isfinite(out)
         if np.any(bad):
             i = int(np.argmax(bad))
@@ -153,7 +193,7 @@ class Frame:
         """(sorted distinct labels as strings, code of each row): missing values raise naming the column."""
         arr = self.raw(column, role)
         for i, v in enumerate(arr):
-            if v is None or (isinstance(v, float) and math.isnan(v)) or (isinstance(v, str) and v.strip() == ""):
+            if is_missing(v):
                 raise ValueError(f"{self.name} {role} column {column!r} has a missing value at row {i}")
         values = list(dict.fromkeys(arr.tolist()))         # first-appearance order, then sorted when possible
         try:

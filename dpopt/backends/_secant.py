@@ -68,6 +68,8 @@ def _prepare(model, options, solvers):
     if not isinstance(solver_options, dict):
         raise V.InvalidOption(f"solver_options must be a mapping of the solver's own options, got "
                               f"{type(solver_options).__name__}")
+    from .pyomo._solver import check_solver_options     # the Pyomo routes' check: unknown names are refused
+    check_solver_options(solver, solver_options)
     return dict(prog=prog, milp=milp, solver=solver, time_limit=time_limit, gap=gap,
                 verbose=bool(options.get("verbose", False)), solver_options=dict(solver_options)), None
 

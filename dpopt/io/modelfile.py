@@ -116,6 +116,13 @@ def from_dict(data: dict[str, Any], base: Path | str = ".", source: str = "<dict
     solve = data.pop("solve", {})
     if not isinstance(solve, dict):
         raise ModelFileError(f"{source}: [solve] must be a table")
+    if "solver_options" in solve:       # only allow-listed, file-free solver options (io/solver_options.py)
+        from .solver_options import check_model_file_solver_options, solver_of
+        try:
+            solve = {**solve, "solver_options": check_model_file_solver_options(
+                solve["solver_options"], solver_of(solve), where=f"{source}: [solve] solver_options")}
+        except (ValueError, TypeError) as exc:
+            raise ModelFileError(str(exc)) from None
     # [release] names the frame's columns for `dpopt release` (release_table); models do not read it
     if not isinstance(data.pop("release", {}), dict):
         raise ModelFileError(f"{source}: [release] must be a table")

@@ -61,11 +61,7 @@ def read_csv_column(path, column=None, key: str = "[population] csv") -> np.ndar
     if not rows:
         raise ModelFileError(f"{key}: the file is empty")
 
-    def number(text):
-        try:
-            return float(text)
-        except ValueError:
-            return None
+    from ..frames import parse_number as number     # ASCII decimals only, as for every frame and table
 
     if column is not None:
         if not isinstance(column, str):

@@ -173,6 +173,7 @@ class StratifiedDesign(Model):
         self.N = V.positive_int_vector("N", N)
         k = self.N.size
         self.labels = _labels("labels", labels, k)
+        self._labels_given = labels is not None   # the default "1".."k" never makes an index ambiguous
         self.domains = None if domains is None else _labels("domains", domains, k, unique=False)
         S = _sigma2_matrix(sigma2, k)
         self.J = S.shape[1]
@@ -280,10 +281,18 @@ class StratifiedDesign(Model):
         if strata is None:
             return np.arange(k)
         if isinstance(strata, str):
-            if self.domains is not None and strata in self.domains:
-                return np.flatnonzero(np.array(self.domains) == strata)
-            if strata in self.labels:
-                return np.array([self.labels.index(strata)])
+            domain = (np.flatnonzero(np.array(self.domains) == strata)
+                      if self.domains is not None and strata in self.domains else None)
+            label = np.array([self.labels.index(strata)]) if strata in self.labels else None
+            if domain is not None and label is not None and not np.array_equal(domain, label):
+                raise ValueError(f"{field}: {strata!r} is ambiguous: it is a domain (strata "
+                                 f"{', '.join(repr(self.labels[i]) for i in domain[:5])}"
+                                 f"{', ...' if domain.size > 5 else ''}) and the label of stratum {label[0]}; "
+                                 "rename the domain or the stratum")
+            if domain is not None:
+                return domain
+            if label is not None:
+                return label
             known = sorted(set(self.domains or [])) + self.labels[:10]
             raise ValueError(f"{field}: unknown domain or stratum label {strata!r} (known: {', '.join(known)}"
                              f"{', ...' if k > 10 else ''})")
@@ -309,6 +318,13 @@ class StratifiedDesign(Model):
             if np.any(arr != np.round(arr)) or np.any(arr < 0) or np.any(arr >= k):
                 raise ValueError(f"{field}: stratum indices must be integers in [0, {k - 1}]")
             idx = arr.astype(np.int64)
+            # with numeric labels (label = [1, 2, 3]) an integer reads as an index and as a label
+            for i in (idx if getattr(self, "_labels_given", True) else ()):
+                j = self.labels.index(str(i)) if str(i) in self.labels else i
+                if j != i:
+                    raise ValueError(f"{field}: {int(i)} is ambiguous: as a 0-based index it is the stratum "
+                                     f"labelled {self.labels[i]!r}, as a label it is stratum {j}; name strata "
+                                     f"by their labels as strings ({str(i)!r})")
         if np.unique(idx).size != idx.size:
             raise ValueError(f"{field}: a stratum is named twice")
         return np.sort(idx)

@@ -5,7 +5,6 @@ levels, a nested dict, a table (CSV rows) or a data frame. The budget model over
 from __future__ import annotations
 
 import csv
-import math
 import numbers
 import warnings
 from pathlib import Path
@@ -175,11 +174,12 @@ class Hierarchy:
         # depth by walking up (detect cycles)
         depth: dict[str, int] = {}
         for nid in byid:
-            path, cur = [], nid
+            path, on_path, cur = [], set(), nid      # the set keeps a deep chain linear (a list was quadratic)
             while cur is not None and cur not in depth:
-                if cur in path:
+                if cur in on_path:
                     raise ValueError(f"cycle in the parent links through node {cur!r}")
                 path.append(cur)
+                on_path.add(cur)
                 cur = byid[cur][0]
             d = -1 if cur is None else depth[cur]
             for p in reversed(path):
@@ -258,27 +258,25 @@ def _nested_children(children, label):
 
 
 def _table_records(rows, id_col, parent_col, count_col, level_col):
+    from ..frames import is_missing, parse_number   # one reading of missing values and numbers
+
     def norm_parent(p):
-        if p is None:
-            return None
-        if isinstance(p, float) and math.isnan(p):
+        if is_missing(p):                  # None, NaN, pandas NA/NaT, blank: a root
             return None
         s = str(p).strip()
-        return None if s == "" or s.lower() in ("none", "nan", "null") else s
+        return None if s.lower() in ("none", "nan", "null") else s
 
     def rec(nid, par, cnt, lvl, where):
-        if nid is None or str(nid).strip() == "":
-            raise ValueError(f"{where}: empty node id")
-        try:
-            c = float(cnt)
-        except (TypeError, ValueError):
-            raise ValueError(f"{where}: count {cnt!r} of node {nid!r} is not a number") from None
+        if is_missing(nid):
+            raise ValueError(f"{where}: empty or missing node id ({nid!r})")
+        c = parse_number(cnt)
+        if c is None:
+            raise ValueError(f"{where}: count {cnt!r} of node {nid!r} is not a number (decimal ASCII digits)")
         lv = None
         if level_col is not None:
-            try:
-                lv = int(lvl)
-            except (TypeError, ValueError):
-                raise ValueError(f"{where}: level {lvl!r} of node {nid!r} is not an integer") from None
+            lv = parse_number(lvl, integer=True)
+            if lv is None:
+                raise ValueError(f"{where}: level {lvl!r} of node {nid!r} is not an integer")
         return (str(nid).strip(), norm_parent(par), c, lv)
 
     if isinstance(rows, (str, Path)):
