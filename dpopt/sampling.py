@@ -107,7 +107,7 @@ class Sample:
     @property
     def partition(self) -> str:
         """Identity of the split of the frame into ``members`` (the same for any labelling of the strata)."""
-        return _digest(b"dpopt partition\0", sorted(self.members))
+        return partition_id(self.members)
 
     @property
     def weights(self) -> np.ndarray:
@@ -173,6 +173,12 @@ def members_id(ids) -> str:
     """Name of a set of units, from their ids as the permanent random numbers read them (``str(id)``):
     the same set gets the same name whatever its order or labels."""
     return _digest(b"dpopt members\0", sorted(str(u) for u in ids))
+
+
+def partition_id(members) -> str:
+    """Name of a split of a frame into the sets named ``members`` (any order): the privacy ledger recomputes
+    it from a part's cells, so a part that lost or changed a cell is refused."""
+    return _digest(b"dpopt partition\0", sorted(members))
 
 
 def _fingerprint(key: bytes, scheme: str, rows: np.ndarray) -> str:

@@ -221,3 +221,124 @@ def test_fuzz_overlapping_samples_against_per_person_oracle(tmp_path):
             with pytest.raises(ValueError, match="refused"):
                 tight.charge(ledger.records[-1])
     assert _BRANCHES["nested"] > 100 and _BRANCHES["nominal"] > 100     # both rules were exercised
+
+
+# ---------------------------------------------------------------------------------- fuzz: tampered audits
+_REMOVE = object()
+_BAD = [float("nan"), float("inf"), -float("inf"), -1.0, 0, "x", True, None, [], {}, _REMOVE]
+# fields an audit may change without changing the accounting: descriptive text, and free-form details
+_FREE = ("composition", "software", "details", "fingerprint", "name", "kind", "ledger")
+_OPTIONAL = {"noise_variance": (None,), "target_epsilon": (None, _REMOVE), "delta_total": (0, _REMOVE),
+             "delta": (0,), "fingerprint": (_REMOVE,), "details": (_REMOVE, {}), "ledger": (_REMOVE,)}
+
+
+def _paths(node, prefix=()):
+    yield prefix
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _paths(v, prefix + (k,))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _paths(v, prefix + (i,))
+
+
+def _text(path):
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else p)
+    return out
+
+
+def _base_audit():
+    ledger = PrivacyLedger(50.0)
+    _stratified_release("region", [6, 5, 7], 1.0, "s1", ledger)
+    _stratified_release("region", [10, 10, 10], 0.3, "s1", ledger)
+    _stratified_release("age", [5, 5], 1.0, "s2", ledger)
+    _mean_release(10, 0.3, "s3", ledger)
+    return ledger, json.loads(json.dumps(ledger.audit()))
+
+
+def test_fuzz_tampered_audits_are_refused_naming_the_field():
+    ledger, audit = _base_audit()
+    spent = ledger.epsilon_spent
+    assert PrivacyLedger.from_audit(copy.deepcopy(audit)).epsilon_spent == spent     # untouched: round-trips
+    tried = refused = 0
+    for path in list(_paths(audit)):
+        if not path:
+            continue
+        parent = audit
+        for p in path[:-1]:
+            parent = parent[p]
+        old = parent[path[-1]]
+        mutations = list(_BAD)
+        if isinstance(old, (int, float)) and not isinstance(old, bool):
+            mutations += [old + 1 if isinstance(old, int) else old * (1 + 1e-6) + 1e-9, float(old) + 0.5]
+        if isinstance(old, list) and old:
+            mutations.append(old[:-1])                  # a measurement, cell, part or release removed
+        for new in mutations:
+            bad = copy.deepcopy(audit)
+            target = bad
+            for p in path[:-1]:
+                target = target[p]
+            if new is _REMOVE:
+                if isinstance(target, list):
+                    continue
+                del target[path[-1]]
+            else:
+                target[path[-1]] = new
+            tried += 1
+            try:
+                rebuilt = PrivacyLedger.from_audit(bad)
+            except (ValueError, TypeError) as exc:
+                refused += 1
+                msg = str(exc)
+                # the reason names the field (or, for a changed measurement or a removed element, the
+                # cell/part/release whose recorded totals no longer recompute)
+                names = [_text(path[:i]) for i in range(len(path), 0, -1)]
+                assert (any(nm and nm in msg for nm in names) or (len(path) == 1 and path[0] in msg)
+                        or (path[0] == "releases" and "_spent is" in msg and "the recorded releases" in msg)), \
+                    (path, new, msg)
+                continue
+            free = any(isinstance(p, str) and p in _FREE for p in path)
+            optional = isinstance(path[-1], str) and new in _OPTIONAL.get(path[-1], ()) and new is not True
+            harmless = (type(new) is type(old) and new == old) or (
+                {type(new), type(old)} <= {int, float} and new == old)
+            # the declared totals are the ledger's policy, not derived from anything: a valid value is a valid ledger
+            declared = (path in (("epsilon_total",), ("delta_total",)) or path[-1] == "target_epsilon") and \
+                isinstance(new, float) and new > 0
+            assert free or optional or harmless or declared, (f"tampered audit accepted: {_text(path)} = {new!r}")
+            # whatever was accepted books exactly what the untouched audit booked
+            assert rebuilt.compose(rebuilt.records) == ledger.compose(ledger.records), (path, new)
+    assert tried > 1000 and refused > 800
+
+
+def test_from_audit_refuses_non_audits_and_the_old_format(tmp_path):
+    for text, words in (("[1, 2]", "a JSON list"), ("{\"a\": 1}", "not a dpopt privacy audit"),
+                        ("not json", "not valid JSON"), ("{\"format\": \"dpopt-privacy-audit/1\"}", "older dpopt")):
+        path = tmp_path / "x.json"
+        path.write_text(text)
+        with pytest.raises(ValueError, match=words):
+            PrivacyLedger.from_audit(path)
+    for value in (None, 3, [1]):
+        with pytest.raises((TypeError, ValueError)):
+            PrivacyLedger.from_audit({"format": "dpopt-privacy-audit/2", "epsilon_total": 1.0, "releases": value,
+                                      "epsilon_spent": 0.0, "delta_spent": 0.0, "within_budget": True})
+
+
+def test_cli_ledger_with_a_non_audit_is_one_error_line(tmp_path, capsys):
+    from test_cli_release import _write_frame
+    frame = _write_frame(tmp_path / "frame.csv", n=400)
+    model_path = tmp_path / "model.toml"
+    assert main(["design", str(frame), "--strata", "region", "--y", "income", "--total", "40", "--epsilon", "1",
+                 "--value-range", "0", "100", "--id", "person", "--out", str(model_path)]) == 0
+    for i, text in enumerate(("[1, 2, 3]", "{\"format\": \"dpopt-privacy-audit/2\", \"epsilon_total\": NaN}",
+                              "not json at all")):
+        bad = tmp_path / f"bad{i}.json"
+        bad.write_text(text)
+        capsys.readouterr()
+        rc = main(["release", str(model_path), "--frame", str(frame), "--ledger", str(bad),
+                   "--out", str(tmp_path / f"out{i}")])
+        err = capsys.readouterr().err
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert rc == 2 and len(lines) == 1 and lines[0].startswith("dpopt: error: ") and str(bad) in lines[0], err
+        assert not (tmp_path / f"out{i}").exists()

@@ -26,6 +26,7 @@ before any noise is drawn. :meth:`PrivacyLedger.from_audit` re-verifies an audit
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import _validate as V
+from ..sampling import partition_id
 
 AUDIT_FORMAT = "dpopt-privacy-audit/2"
 _OLD_FORMATS = ("dpopt-privacy-audit/1",)
@@ -257,6 +259,10 @@ def _check_composable(records) -> None:
             if p.partition is not None and len({c.members for c in p.cells}) != len(p.cells):
                 raise ValueError(f"release {r.name!r}, part {p.name!r}: two cells name the same members (cells of "
                                  "a part must be disjoint)")
+            if p.partition is not None and p.partition != partition_id(c.members for c in p.cells):
+                # a part covers its whole partition (every stratum), so its name follows from its cells'
+                raise ValueError(f"release {r.name!r}, part {p.name!r}: partition {p.partition!r} is not the one "
+                                 "its cells' members make up (a cell is missing or was changed)")
             for c in p.cells:
                 if not c.measurements:
                     raise ValueError(f"release {r.name!r}, cell {c.name!r} has no measurements")
@@ -506,10 +512,10 @@ def _finite_everywhere(where: str, v) -> None:
         raise ValueError(f"{where} must be finite, got {v}")
 
 
-def _same(where: str, recorded, recomputed: float) -> None:
+def _same(where: str, recorded, recomputed: float, source: str = "the recorded measurements") -> None:
     r = V.real(where, recorded)
     if not (r == recomputed or abs(r - recomputed) <= _REL_TOL * max(abs(r), abs(recomputed))):
-        raise ValueError(f"{where} is {r!r} but the recorded measurements give {recomputed!r}")
+        raise ValueError(f"{where} is {r!r} but {source} give {recomputed!r}")
 
 
 def _measurement(m, where: str) -> Measurement:
@@ -517,15 +523,53 @@ def _measurement(m, where: str) -> Measurement:
     extra = sorted(set(m) - set(_MEASUREMENT_KEYS))
     if extra:
         raise ValueError(f"{where}.{extra[0]} is not a field of a measurement ({', '.join(_MEASUREMENT_KEYS)})")
-    nv = m.get("noise_variance")
-    return Measurement(
-        _text(f"{where}.name", _field(m, "name", where)),
-        _text(f"{where}.mechanism", _field(m, "mechanism", where)),
+    for key in _MEASUREMENT_KEYS:          # the writer writes every field: a missing one was removed
+        _field(m, key, where)
+    nv = m["noise_variance"]
+    mech = _text(f"{where}.mechanism", _field(m, "mechanism", where))
+    if mech not in _MECHANISMS:
+        raise ValueError(f"{where}.mechanism must be one of {', '.join(_MECHANISMS)}, got {mech!r}")
+    out = Measurement(
+        _text(f"{where}.name", _field(m, "name", where)), mech,
         V.positive(f"{where}.sensitivity", _field(m, "sensitivity", where)),
         V.positive(f"{where}.scale", _field(m, "scale", where)),
         V.positive(f"{where}.epsilon", _field(m, "epsilon", where)),
-        V.probability(f"{where}.delta", m.get("delta", 0.0), closed_upper=True),
+        V.probability(f"{where}.delta", m["delta"], closed_upper=True),
         float("nan") if nv is None else _nonnegative(f"{where}.noise_variance", nv))
+    _check_map(out, where)
+    return out
+
+
+_MECHANISMS = ("laplace", "dlap", "tulap")
+
+
+@functools.lru_cache(maxsize=4096)
+def _certified(mechanism: str, scale: float, sensitivity: float) -> tuple[float, float] | None:
+    """(ε OpenDP's map certifies, noise variance) of a measurement; None without OpenDP. Deterministic: cached."""
+    try:
+        from . import _opendp
+        dp = _opendp.require_opendp()
+    except ImportError:                                   # pragma: no cover - depends on the environment
+        return None
+    d_in = _opendp.sensitivity_argument(mechanism, sensitivity)
+    return (float(_opendp.noise_measurement(dp, mechanism, scale).map(d_in)),
+            _opendp.variance_at_scale(mechanism, scale))
+
+
+def _check_map(m: Measurement, where: str) -> None:
+    """The recorded ε is what OpenDP's privacy map certifies at the recorded scale and sensitivity, to 1e-9
+    (a mean's map runs through OpenDP's bounded mean; skipped when OpenDP is not installed: the rest of the
+    audit is still re-verified)."""
+    got = _certified(m.mechanism, m.scale, m.sensitivity)
+    if got is None:
+        return
+    certified, variance = got
+    if math.isfinite(m.noise_variance):
+        _same(f"{where}.noise_variance", m.noise_variance, variance,
+              f"the {m.mechanism} noise at scale {m.scale!r}")
+    if abs(m.epsilon - certified) > 1e-9 * certified:
+        raise ValueError(f"{where}.epsilon is {m.epsilon!r} but OpenDP's map of a {m.mechanism} measurement at scale "
+                         f"{m.scale!r} and sensitivity {m.sensitivity!r} is {certified!r}")
 
 
 def _nonnegative(where: str, v) -> float:
@@ -587,6 +631,8 @@ def _record_from_dict(d, where: str) -> ReleaseRecord:
         raise ValueError(f"{where}: {exc}") from None
     _same(f"{where}.epsilon", _field(d, "epsilon", where), eps)
     _same(f"{where}.delta", _field(d, "delta", where), delta)
+    if rec.target_epsilon is not None and eps > rec.target_epsilon:
+        raise ValueError(f"{where}.target_epsilon is {rec.target_epsilon!r} but the release spends {eps!r}")
     return rec
 
 
@@ -607,8 +653,8 @@ def _ledger_from_audit(cls, audit: dict) -> "PrivacyLedger":
         eps, delta = led.compose(led.records)
     except ValueError as exc:
         raise ValueError(f"releases: {exc}") from None
-    _same("epsilon_spent", _field(audit, "epsilon_spent", "audit"), eps)
-    _same("delta_spent", _field(audit, "delta_spent", "audit"), delta)
+    _same("epsilon_spent", _field(audit, "epsilon_spent", "audit"), eps, "the recorded releases")
+    _same("delta_spent", _field(audit, "delta_spent", "audit"), delta, "the recorded releases")
     within = V.flag("within_budget", _field(audit, "within_budget", "audit"))
     if within != (eps <= led.epsilon_total and delta <= led.delta_total):
         raise ValueError(f"within_budget is {within} but the releases spend epsilon {eps!r} of {led.epsilon_total!r}")
