@@ -80,9 +80,13 @@ class Sample:
 
     ``rows`` index the frame (0-based), ``stratum`` holds each unit's stratum index into ``labels``;
     ``N`` and ``n`` are the population and sample counts per stratum (``n`` is random under Poisson
-    sampling). ``fingerprint`` identifies this draw (the key's hash and the rows) so that a privacy
-    ledger can tell two releases from one sample apart from releases from independent samples; it does
-    not reveal the key.
+    sampling). ``fingerprint`` identifies this draw (the key's hash and the rows).
+
+    The privacy ledger decides composition by who can be in a sample, so a sample also carries its
+    *identity* (docs/release.md §6): ``key_id`` names the permanent random numbers (equal for every draw
+    with one key, so that draws with one key are recognised as dependent: SRS draws of one set of units
+    with one key are nested), and ``members`` names each stratum's set of units (a hash of their ids,
+    independent of labels and row order). Neither reveals the key, a unit or who was sampled.
     """
 
     scheme: str
@@ -97,6 +101,13 @@ class Sample:
     strata_column: str | None = None
     fingerprint: str = ""
     details: dict = field(default_factory=dict)
+    key_id: str = ""
+    members: list[str] = field(default_factory=list)
+
+    @property
+    def partition(self) -> str:
+        """Identity of the split of the frame into ``members`` (the same for any labelling of the strata)."""
+        return partition_id(self.members)
 
     @property
     def weights(self) -> np.ndarray:
@@ -143,6 +154,31 @@ class Sample:
                 w.writerow([repr(float(cols[c][i])) if c in ("inclusion_probability", "weight") else cols[c][i]
                             for c in names])
         return path
+
+
+def _digest(tag: bytes, texts) -> str:
+    h = hashlib.sha256(tag)
+    for t in texts:
+        b = t.encode()
+        h.update(len(b).to_bytes(8, "big") + b)     # length-prefixed: no two lists hash alike by concatenation
+    return h.hexdigest()[:32]
+
+
+def key_id(key: bytes) -> str:
+    """Public name of a sampling key: equal for equal keys, and reveals nothing about the key."""
+    return hashlib.sha256(b"dpopt sample key id\0" + key).hexdigest()[:32]
+
+
+def members_id(ids) -> str:
+    """Name of a set of units, from their ids as the permanent random numbers read them (``str(id)``):
+    the same set gets the same name whatever its order or labels."""
+    return _digest(b"dpopt members\0", sorted(str(u) for u in ids))
+
+
+def partition_id(members) -> str:
+    """Name of a split of a frame into the sets named ``members`` (any order): the privacy ledger recomputes
+    it from a part's cells, so a part that lost or changed a cell is refused."""
+    return _digest(b"dpopt partition\0", sorted(members))
 
 
 def _fingerprint(key: bytes, scheme: str, rows: np.ndarray) -> str:
@@ -197,8 +233,10 @@ def draw_stratified(frame, model, n, *, strata: str, id: str | None = None, seed
     rows = np.concatenate(taken) if taken else np.empty(0, dtype=np.int64)
     stratum = codes[rows]
     incl = (n / N)[stratum]
+    members = [members_id(ids[codes == h]) for h in range(model.k)]
     return Sample("srswor", rows, ids[rows], id_name, stratum, list(model.labels), N.astype(np.int64), n,
-                  incl.astype(float), strata_column=str(strata), fingerprint=_fingerprint(key, "srswor", rows))
+                  incl.astype(float), strata_column=str(strata), fingerprint=_fingerprint(key, "srswor", rows),
+                  key_id=key_id(key), members=members)
 
 
 def draw_poisson(frame, probabilities, *, id: str | None = None, seed=None, strata: str | None = None) -> Sample:
@@ -230,7 +268,8 @@ def draw_poisson(frame, probabilities, *, id: str | None = None, seed=None, stra
     n = np.bincount(codes[rows], minlength=len(labels)).astype(np.int64)
     return Sample("poisson", rows, ids[rows], id_name, codes[rows], labels, N, n, p[rows].astype(float),
                   strata_column=strata, fingerprint=_fingerprint(key, "poisson", rows),
-                  details={"expected_size": float(p.sum())})
+                  details={"expected_size": float(p.sum())}, key_id=key_id(key),
+                  members=[members_id(ids[codes == h]) for h in range(len(labels))])
 
 
 def draw_srs(frame, n, *, id: str | None = None, seed=None) -> Sample:
@@ -247,4 +286,4 @@ def draw_srs(frame, n, *, id: str | None = None, seed=None) -> Sample:
     N = np.array([fr.nrows], dtype=np.int64)
     return Sample("srswor", rows, ids[rows], id_name, np.zeros(n, dtype=np.int64), ["all"], N,
                   np.array([n], dtype=np.int64), np.full(n, n / fr.nrows),
-                  fingerprint=_fingerprint(key, "srswor", rows))
+                  fingerprint=_fingerprint(key, "srswor", rows), key_id=key_id(key), members=[members_id(ids)])

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from .. import _validate as V
 from . import _opendp
-from .ledger import Cell, Measurement, Part, PrivacyLedger, ReleaseRecord, amplify_up
+from .ledger import Cell, Measurement, Part, PrivacyLedger, ReleaseRecord, amplify_up, sample_identity
 
 
 @dataclass
@@ -92,8 +92,12 @@ def release_mean(model, sample, values, bounds, *, ledger: PrivacyLedger | None 
     if not (ours <= eps and spent_opendp <= eps):   # pragma: no cover - the search guarantees OpenDP's side
         raise RuntimeError(f"mean release: amplified epsilon {ours!r} / {spent_opendp!r} above {eps!r}")
     noise_var = _opendp.variance_at_scale("laplace", scale)
-    cell = Cell("population", [Measurement("mean", "laplace", (hi - lo) / n, scale, nominal, 0.0, noise_var)], N, n)
-    record = ReleaseRecord(name or "mean", "mean", [Part("population", [cell])], sample=sample.fingerprint,
+    # the cell is named by its members (the whole frame), so a stratified release of the same people is
+    # recognised as the same cell whatever its label
+    cell = Cell("population", [Measurement("mean", "laplace", (hi - lo) / n, scale, nominal, 0.0, noise_var)], N, n,
+                members=sample.members[0])
+    record = ReleaseRecord(name or "mean", "mean", [Part("population", [cell], partition=sample.partition)],
+                           sample=sample_identity(sample),
                            target_epsilon=eps, details={"N": N, "n": n, "bounds": [lo, hi],
                                                         "epsilon_central_opendp": spent_opendp})
     ledger = ledger if ledger is not None else PrivacyLedger(eps, name=name)

@@ -24,14 +24,15 @@ from typing import Any
 import numpy as np
 
 from . import _opendp
-from .ledger import BudgetExceeded, Cell, Measurement, Part, PrivacyLedger, ReleaseRecord, nominal_within
+from .ledger import BudgetExceeded, Cell, Measurement, Part, PrivacyLedger, ReleaseRecord, nominal_within, sample_identity
 
 _MAX_SHRINK = 60
 
 
 @dataclass
 class StratumPlan:
-    """Scales and budgets of one stratum (one measurement per study variable)."""
+    """Scales and budgets of one stratum (one measurement per study variable), and the design they were made
+    for (``release_stratified`` refuses a plan whose design is not exactly the release's)."""
 
     label: str
     N: int
@@ -43,6 +44,9 @@ class StratumPlan:
     noise_variance: list[float]
     epsilon_central: float
     epsilon_central_opendp: float
+    mechanism: str = ""
+    sensitivity: float = float("nan")
+    shares: list[float] = field(default_factory=list)
 
 
 def plan_stratified(model, n, *, dp=None, progress: bool = False) -> list[StratumPlan]:
@@ -86,7 +90,8 @@ def plan_stratified(model, n, *, dp=None, progress: bool = False) -> list[Stratu
             raise RuntimeError(f"stratum {model.labels[h]!r}: dpopt's accountant ({ours!r}) and OpenDP's "
                                f"({theirs!r}) disagree")
         plans.append(StratumPlan(model.labels[h], Nh, nh, eps, target, scales, spent,
-                                 [_opendp.variance_at_scale(mech, s) for s in scales], ours, theirs))
+                                 [_opendp.variance_at_scale(mech, s) for s in scales], ours, theirs,
+                                 mech, delta_in, [float(x) for x in model.shares]))
         if progress:
             _bar("plan", h + 1, model.k)
     return plans
@@ -228,17 +233,19 @@ def release_stratified(model, sample, values, *, ledger: PrivacyLedger | None = 
     n = sample.n
     if plan is None:
         plan = plan_stratified(model, n, dp=dp, progress=progress)
-    elif [p.n for p in plan] != [int(x) for x in n]:
-        raise ValueError("plan was made for another design n")
+    else:
+        plan = _check_plan(dp, model, n, plan)
     ledger = ledger if ledger is not None else PrivacyLedger(model.epsilon, name=name or model.name)
+    identity = sample_identity(sample)
     cells = []
-    for p in plan:
+    for h, p in enumerate(plan):
         ms = [Measurement(f"{v} in stratum {p.label!r}", mech, float(model.sensitivity), s, e, 0.0, g)
               for v, s, e, g in zip(model.variables, p.scales, p.nominal_spent, p.noise_variance)]
-        cells.append(Cell(p.label, ms, p.N, p.n))
+        # the cell is named by who is in it (sample.members), which is what the ledger composes by
+        cells.append(Cell(p.label, ms, p.N, p.n, members=sample.members[h]))
     record = ReleaseRecord(name or f"stratified mean of {', '.join(model.variables)}", "stratified",
-                           [Part("strata", cells)], sample=sample.fingerprint, target_epsilon=float(model.epsilon),
-                           details=_design_details(model, n, plan))
+                           [Part("strata", cells, partition=sample.partition)], sample=identity,
+                           target_epsilon=float(model.epsilon), details=_design_details(model, n, plan))
     ledger.charge(record)             # raises BudgetExceeded before any noise is drawn
     # clamp, then noise (every draw by OpenDP)
     Yc = np.clip(Y, lo, hi)
@@ -258,6 +265,41 @@ def release_stratified(model, sample, values, *, ledger: PrivacyLedger | None = 
                              list(model.labels), model.N.copy(), np.asarray(n).copy(), est["stratum_mean"],
                              est["stratum_se"], record.epsilon, record, ledger, clamped, est["message"],
                              {"mechanism": mech, "value_range": [lo, hi]})
+
+
+def _check_plan(dp, model, n, plan) -> list[StratumPlan]:
+    """``plan`` if it was made for exactly this design (labels, N_h, n_h, ε, mechanism, sensitivity, shares),
+    with every measurement's ε re-read from OpenDP's map at its scale and the stratum's amplified ε ≤ ε;
+    otherwise ValueError naming what differs. A plan for another N_h or ε has the wrong noise scale."""
+    if not isinstance(plan, (list, tuple)) or not all(isinstance(p, StratumPlan) for p in plan):
+        raise TypeError("plan must be the list of StratumPlan that plan_stratified returns")
+    if len(plan) != model.k:
+        raise ValueError(f"plan has {len(plan)} strata but the design has {model.k}")
+    mech, sens, eps = model.mechanism.name, float(model.sensitivity), float(model.epsilon)
+    shares = [float(x) for x in model.shares]
+    d_in = _opendp.sensitivity_argument(mech, sens)
+    out = []
+    for h, p in enumerate(plan):
+        want = {"label": model.labels[h], "N": int(model.N[h]), "n": int(n[h]), "epsilon_target": eps,
+                "mechanism": mech, "sensitivity": sens, "shares": shares}
+        for key, value in want.items():
+            got = getattr(p, key)
+            if got != value:
+                raise ValueError(f"plan[{h}].{key} is {got!r} but the design has {value!r}: the plan was made "
+                                 "for another design (make it with plan_stratified(model, n))")
+        if not (len(p.scales) == len(p.nominal_spent) == len(p.noise_variance) == model.J):
+            raise ValueError(f"plan[{h}] has {len(p.scales)} scales but the design has {model.J} variable(s)")
+        spent = []
+        for j, s in enumerate(p.scales):
+            if not (isinstance(s, float) and math.isfinite(s) and s > 0):
+                raise ValueError(f"plan[{h}].scales[{j}] must be a finite float > 0, got {s!r}")
+            spent.append(float(_opendp.noise_measurement(dp, mech, s).map(d_in)))
+        cell = Cell(p.label, [Measurement("", mech, sens, s, e) for s, e in zip(p.scales, spent)], p.N, p.n)
+        if spent != [float(e) for e in p.nominal_spent] or not cell.epsilon <= eps:
+            raise ValueError(f"plan[{h}] (stratum {p.label!r}): its scales spend nominal epsilon {spent!r}, "
+                             f"amplified {cell.epsilon!r}, not what it records or above epsilon {eps!r}")
+        out.append(p)
+    return out
 
 
 def estimate_stratified(Z, stratum, N, n, noise_variance, confidence: float = 0.95) -> dict:
