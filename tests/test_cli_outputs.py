@@ -52,7 +52,8 @@ def test_release_never_overwrites_an_earlier_audit(tmp_path, capsys):
     assert (out / "audit.1.json").read_bytes() == first["audit.json"]
     assert (out / "estimate.1.json").read_bytes() == first["estimate.json"]
     assert (out / "sample.1.csv").read_bytes() == first["sample.csv"]
-    assert json.loads((out / "audit.json").read_text())["format"] == "dpopt-privacy-audit/1"
+    from dpopt.release.ledger import AUDIT_FORMAT
+    assert json.loads((out / "audit.json").read_text())["format"] == AUDIT_FORMAT
     assert main(args + ["--force"]) == 0
     capsys.readouterr()
     assert (out / "audit.2.json").exists() and (out / "audit.1.json").read_bytes() == first["audit.json"]

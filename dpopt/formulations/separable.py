@@ -368,10 +368,13 @@ def secant_milp(prog: SeparableProgram, lo: np.ndarray, hi: np.ndarray, anchor: 
     con_rows, con_units = [], []
     allow = prog.allowance() if relax_rows and prog.m else np.zeros(prog.m)
     all_rows = [prog.objective, *prog.rows]
+    # every row (and its epigraph columns) in its own units: the objective divided by obj_scale, a constraint
+    # by its magnitude at the anchor, max(|rhs|, Σ|terms|) (:meth:`SeparableProgram.row_scale`), so solver
+    # tolerances are relative ones. A zero right-hand side alone is no scale: 2e8·n1 − 2e8·n2 ≤ 0 divided by
+    # 1e-300 overflowed to inf/nan coefficients, and the solvers then proved a wrong design "optimal".
+    units = [obj_scale] + list(prog.row_scale(anchor)) if prog.m else [obj_scale]
     for l, row in enumerate(all_rows):
-        # every row (and its epigraph columns) in its own units: the objective divided by obj_scale, a
-        # constraint by the magnitude of its right-hand side, so solver tolerances are relative ones
-        unit = obj_scale if l == 0 else max(abs(row.rhs), 1e-300)
+        unit = float(units[l])
         lin = np.zeros(k) if row.a is None else row.a.astype(float).copy()
         const = 0.0
         epi_cols: list[int] = []
@@ -437,6 +440,11 @@ def secant_milp(prog: SeparableProgram, lo: np.ndarray, hi: np.ndarray, anchor: 
         rlo.append(np.array([(b - a_l) / scale if row.sense == "==" else -np.inf]))
         nrow += 1
     cvec = np.concatenate(c)
+    if not (all(np.all(np.isfinite(v)) for v in [cvec, *Vv])
+            and not any(np.any(np.isnan(v)) for v in [*rlo, *rhi])):
+        # never hand a solver a row it cannot read: a non-finite coefficient makes its answer meaningless
+        raise ValueError("the secant MILP has a non-finite coefficient (a row's scale under- or overflows); "
+                         "rescale the model's constraints")
     return SecantMILP(cvec, offset, np.concatenate(col_lo), np.concatenate(col_hi),
                       R, C, Vv, rlo, rhi, k, obj_scale, np.array(con_rows, dtype=np.int64),
                       np.array(con_units, dtype=float))

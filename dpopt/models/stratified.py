@@ -22,7 +22,7 @@ from scipy.special import expit
 from .. import _validate as V
 from ..numerics import water_fill
 from ..privacy.amplification import log_expm1
-from ..privacy.mechanisms import Mechanism, get_mechanism
+from ..privacy.mechanisms import DiscreteLaplace, Mechanism, TuLap, get_mechanism
 from ..result import Certificate, Solution, Status
 from .base import Model, honest_status
 
@@ -525,7 +525,7 @@ class StratifiedDesign(Model):
         """
         if self.J != 1 or self._unit_linear_form(0) is None:
             return None
-        extra = 1.0 / 12 if self.mechanism.name == "tulap" else 0.0
+        extra = 1.0 / 12 if type(self.mechanism) is TuLap else 0.0
         w = self.alpha2 / float(divisor)
         lcn = self.log_c + self.log_N                   # log(cN)
         log_2w = np.log(2.0 * w)
@@ -534,10 +534,12 @@ class StratifiedDesign(Model):
     def _unit_linear_form(self, variable: int, idx=None):
         """(a, b) with t_ij(x) = a/x + b·x + const for DLap/TuLap at Δ = 1 and the whole budget, else None."""
         mech = self.mechanism
-        if mech.name not in ("dlap", "tulap") or self.sensitivity != 1 or self.shares[variable] != 1.0:
+        # the built-in classes themselves, not their name: a user subclass (which may keep the name) with its
+        # own variance has no such form
+        if type(mech) not in (DiscreteLaplace, TuLap) or self.sensitivity != 1 or self.shares[variable] != 1.0:
             return None
         sl = slice(None) if idx is None else idx
-        extra = 1.0 / 12 if mech.name == "tulap" else 0.0
+        extra = 1.0 / 12 if type(mech) is TuLap else 0.0
         lcn = self.log_c + self.log_N[sl]
         return self.sigma2_matrix[sl, variable] + extra, np.exp(np.log(2.0) - 2.0 * lcn)
 

@@ -62,6 +62,78 @@ def _checked_variance(fn):
     variance._dpopt_checked = True
     return variance
 
+# Everything the solvers read from a mechanism besides ``variance``: increments (variance_difference), the
+# Laplace split (laplace_part, has_remainder, split_below, remainder), derivatives, and the modelling hooks.
+_DERIVED = ("variance_difference", "variance_derivative", "remainder", "remainder_derivative", "split_below",
+            "laplace_part", "has_remainder", "pyomo_variance", "cvxpy_variance")
+
+
+def _derive_from_variance(cls) -> None:
+    """One definition per mechanism: a user class whose ``variance`` is defined below a built-in mechanism
+    (e.g. a subclass of :class:`Laplace` that overrides only ``variance``) must not inherit that built-in's
+    specialised increments, derivatives, Laplace split or modelling hooks, which describe the built-in's
+    variance, not the user's (the exact backend then proved a worse design optimal from the inherited
+    ``variance_difference``). Each such attribute, when defined only above the class that defines
+    ``variance``, is reset to the generic form derived from ``variance`` (the hooks to None: the modelling
+    routes then refuse the mechanism, naming the hook). Attributes the user defines with or below the
+    ``variance`` are kept and checked against it by :meth:`Mechanism.probe`."""
+    owner = next(c for c in cls.__mro__ if "variance" in c.__dict__)
+    below = cls.__mro__[:cls.__mro__.index(owner) + 1]      # owner and its subclasses on the way to cls
+    for attr in _DERIVED:
+        where = next(c for c in cls.__mro__ if attr in c.__dict__)
+        if where is Mechanism or where in below:
+            continue
+        setattr(cls, attr, Mechanism.__dict__[attr])
+
+
+def _check_derived(mech) -> None:
+    """Raise ValueError when a derived quantity the mechanism's class supplies itself (not the generic form
+    of :class:`Mechanism`) disagrees with its ``variance`` at budgets spread in log space (sensitivity 1): the
+    solvers use the increments and derivatives, the reports use the variance, and a mismatch would let a
+    certificate prove the optimum of another model."""
+    own = {a for a in ("variance_difference", "variance_derivative", "remainder", "remainder_derivative")
+           if next(c for c in type(mech).__mro__ if a in c.__dict__) is not Mechanism}
+    if not own:
+        return
+    eps = np.geomspace(1e-2, 30.0, 9)
+    var = lambda e: np.asarray(mech.variance(e, 1.0), dtype=float)   # noqa: E731
+    v = var(eps)
+    tiny = np.finfo(float).tiny
+
+    def fail(what, j, got, want):
+        raise ValueError(f"mechanism {mech.name!r}: {what} disagrees with variance() at epsilon = {eps[j]:g} "
+                         f"(got {float(got[j])!r}, variance gives {float(want[j])!r}); define it from the same "
+                         f"formula, or leave it out (dpopt then derives it from variance)")
+
+    def compare(what, got, want, scale):
+        got = np.broadcast_to(np.asarray(got, dtype=float), want.shape)
+        bad = ~np.isfinite(got) | (np.abs(got - want) > 1e-6 * scale + tiny)
+        if np.any(bad):
+            fail(what, int(np.flatnonzero(bad)[0]), got, want)
+
+    lap = 2.0 / eps ** 2 if mech.laplace_part else 0.0
+    if "variance_difference" in own:
+        gap = 0.05 * eps
+        want = var(eps - gap) - v
+        compare("variance_difference", mech.variance_difference(eps, eps - gap, gap, 1.0), want,
+                np.maximum(v, var(eps - gap)))
+    if "remainder" in own:
+        compare("remainder", mech.remainder(eps, 1.0), v - lap, v)
+    h = 1e-3 * eps
+    fd = [var(eps + t * h) for t in (-2, -1, 1, 2)]
+    d1 = (fd[0] - 8 * fd[1] + 8 * fd[2] - fd[3]) / (12 * h)
+    d2 = (-fd[0] + 16 * fd[1] - 30 * v + 16 * fd[2] - fd[3]) / (12 * h * h)
+    lap1 = -4.0 / eps ** 3 if mech.laplace_part else 0.0
+    lap2 = 12.0 / eps ** 4 if mech.laplace_part else 0.0
+    for order, want, lp in ((1, d1, lap1), (2, d2, lap2)):
+        scale = np.maximum(v, np.abs(want) * eps ** order) / eps ** order
+        if "variance_derivative" in own:
+            compare(f"variance_derivative (order {order})", mech.variance_derivative(eps, 1.0, order), want, scale)
+        if "remainder_derivative" in own:
+            compare(f"remainder_derivative (order {order})", mech.remainder_derivative(eps, 1.0, order),
+                    want - lp, scale)
+
+
 # Taylor coefficients of h(t) in powers t^0, t^2, t^4, ... (from the Laurent series of 1/sinh²).
 _H_COEF = np.array([-1 / 6, 1 / 120, -1 / 3024, 1 / 86400, -1 / 2661120, 691 / 59439744000,
                     -1 / 2874009600, 3617 / 355687428096000])
@@ -115,10 +187,14 @@ class Mechanism:
         # a user's variance is checked on every evaluation (the built-in ones are proven finite and > 0)
         if fn is not None and cls.__module__ != __name__ and not getattr(fn, "_dpopt_checked", False):
             cls.variance = _checked_variance(fn)
+        if cls.__module__ != __name__:
+            _derive_from_variance(cls)
 
     def probe(self) -> None:
         """Evaluate :meth:`variance` on budgets across the supported range (sensitivity 1); raises ValueError
-        when it fails or is NaN, infinite or negative there. Models call it for user mechanisms."""
+        when it fails or is NaN, infinite or negative there, or when a quantity the class supplies itself
+        (remainder, derivatives, variance difference) disagrees with its variance (:func:`_check_derived`).
+        Models call it for user mechanisms."""
         grid = np.geomspace(V.EPS_MIN, V.EPS_MAX, 41)
         try:
             out = np.asarray(self.variance(grid, 1.0), dtype=float)
@@ -135,6 +211,7 @@ class Mechanism:
             j = int(np.flatnonzero(bad)[0])
             raise ValueError(f"mechanism {self.name!r}: variance must be finite and >= 0, got {float(out[j])!r} "
                              f"at epsilon = {grid[j]:g}")
+        _check_derived(self)
 
     def check_sensitivity(self, sensitivity) -> float:
         return V.positive("sensitivity", sensitivity)

@@ -85,6 +85,40 @@ def _term_expr(d: StratifiedDesign, i: int, v, hi: float | None = None, divisor:
     return a2 * (s2 + noise) / v
 
 
+def _unit_expr(d: StratifiedDesign, i: int, j: int, v, hi: float):
+    """Pyomo expression of the unit term t_ij(v) = (σ_ij² + γ_j²(v))/v of variable j in stratum i (no weight),
+    the variable's budget share included: the mechanism's ``pyomo_variance`` hook at the budget s_j·L(v)
+    (DLap/TuLap at Δ = 1 and the whole budget: the exact form a/v + b·v + const)."""
+    import pyomo.environ as pe
+
+    s2 = float(d.sigma2_matrix[i, j])
+    form = d._unit_linear_form(j, np.array([i]))
+    lK = float(d.log_c + d.log_N[i])
+    if form is not None:          # t = a/v + 2/(cN) + b·v exactly
+        a, b = float(form[0][0]), float(form[1][0])
+        return a / v + math.exp(math.log(2.0) - lK) + b * v
+    mech, delta = d.mechanism, float(d.sensitivity)
+    hook = getattr(mech, "pyomo_variance", None)
+    if hook is None:
+        raise PyomoUnsupported(f"mechanism {mech.name!r} has no pyomo_variance hook (its variance as a Pyomo "
+                               "expression), so the MINLP cannot be written; give the mechanism the hook")
+    share = float(d.shares[j])
+    Lr = max(float(np.logaddexp(0.0, lK - math.log(max(hi, 1.0)))), 1.0)
+    whole = share == 1.0 and lK <= _LOG_COEF_MAX
+    growth = math.exp(lK) / v if whole else None        # expm1(L) = cN/v only at the whole budget
+    noise = hook(pe, nominal_budget_expr(lK, v, hi, Lr), delta, eps_scale=share * Lr, growth=growth,
+                 growth_max=math.exp(lK) if whole else math.inf)
+    return (s2 + noise) / v
+
+
+def _row_expr(d: StratifiedDesign, W: np.ndarray, n, hi, divisor: float = 1.0):
+    """Σ_ij (W_ij/divisor)·t_ij(n_i): a row of the separable program (:mod:`dpopt.formulations.separable`)."""
+    out = 0
+    for i, j in zip(*np.nonzero(W)):
+        out = out + (float(W[i, j]) / divisor) * _unit_expr(d, int(i), int(j), n[int(i)], float(hi[i]))
+    return out
+
+
 def _ranges(model) -> tuple[np.ndarray, np.ndarray]:
     lo, hi = model.lower.astype(np.int64).copy(), model.upper.astype(np.int64).copy()
     if isinstance(model, StratifiedDesign):
@@ -134,12 +168,14 @@ def build_pyomo_model(model, integer: bool = True, formulation: str = "minlp",
     """A Pyomo ``ConcreteModel`` of a StratifiedDesign or MinCostDesign.
 
     Components: ``m.S`` (strata), ``m.n[i]`` (sample sizes), ``m.total`` (Σ n = η; sum problem),
-    ``m.linear`` (the model's linear constraints), ``m.extra`` (empty ``ConstraintList`` for analysts),
-    ``m.obj``; MINLP: ``m.g`` (unscaled Σ f_i, an Expression), ``m.objective_scale`` and ``m.objective_offset``
-    (the model's objective is ``scale·obj + offset``: the offset holds the fpc constant); MILP: ``m.delta``,
-    ``m.link``; min-cost: ``m.variance`` (the bound g(n) ≤ V0, scaled by V0).
-    Raises ``ValueError`` for options it does not know and :class:`PyomoUnsupported` when a mechanism
-    has no closed form; an ``ImportError`` if Pyomo is missing.
+    ``m.linear`` (the model's linear constraints), ``m.precision`` (its precision targets, each divided by
+    its right-hand side: Σ W_ij t_ij(n_i)/rhs ≤ 1, fpc included), ``m.extra`` (empty ``ConstraintList`` for
+    analysts), ``m.obj``; MINLP: ``m.g`` (unscaled Σ f_i, an Expression), ``m.objective_scale`` and
+    ``m.objective_offset`` (the model's objective is ``scale·obj + offset``: the offset holds the fpc
+    constant); MILP: ``m.delta``, ``m.link``; min-cost: ``m.variance`` (the bound g(n) ≤ V0, scaled by V0).
+    Every row of the model is written, or the model is refused: raises ``ValueError`` for options it does not
+    know and :class:`PyomoUnsupported` when a mechanism has no closed form or the formulation cannot hold a
+    row (the incremental MILP and precision targets); an ``ImportError`` if Pyomo is missing.
     """
     import pyomo.environ as pe
 
@@ -149,6 +185,11 @@ def build_pyomo_model(model, integer: bool = True, formulation: str = "minlp",
         raise TypeError(f"model must be a StratifiedDesign or MinCostDesign, got {type(model).__name__}")
     d = _design(model)
     k = model.k
+    targets = list(model.precision_targets)
+    if targets and formulation == "milp":
+        raise PyomoUnsupported(f"the incremental MILP does not write precision targets ({len(targets)} in this "
+                               "model: " + ", ".join(repr(t.name) for t in targets) + "); use formulation='minlp' "
+                               "(SCIP), or solve the model with backend 'pyomo' (the secant MILP) or 'exact'")
     lo, hi = _ranges(model)
     m = pe.ConcreteModel(name=getattr(model, "name", "") or type(model).__name__)
     m.S = pe.RangeSet(0, k - 1)
@@ -168,10 +209,22 @@ def build_pyomo_model(model, integer: bool = True, formulation: str = "minlp",
             else:
                 m.linear.add(lhs == float(rhs))
     m.extra = pe.ConstraintList()
+    m.precision = pe.ConstraintList()
 
     if formulation == "minlp":
+        objective_W = d.alpha2[:, None] * d.variable_weights[None, :]
+
         def scaled(divisor):   # Σ f_i / divisor with the divisor folded into the weights
+            if d.J > 1:        # Σ_i α_i² Σ_j w_j t_ij: the separable program's objective row
+                return _row_expr(d, objective_W, m.n, hi, divisor)
             return sum(_term_expr(d, i, m.n[i], float(hi[i]), divisor) for i in range(k))
+
+        for t in targets:
+            # the target's row of the separable program: Σ_i β_i² t_ij(n_i) ≤ bound + fpc constant
+            W = np.zeros((k, d.J))
+            W[:, t.variable] = t.weights
+            rhs = float(t.bound + t.fpc_const)
+            m.precision.add(_row_expr(d, W, m.n, hi, rhs) <= 1.0)
 
         m.g = pe.Expression(expr=scaled(1.0))
         if isinstance(model, StratifiedDesign):
