@@ -29,12 +29,11 @@ from __future__ import annotations
 
 import logging
 import math
-import numbers
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from ... import _validate as V
 from ..._validate import InvalidOption
-from ..._validate import time_limit as _check_time_limit
 from ...result import Status
 from .._output import descriptor_output, new_highs
 
@@ -127,19 +126,13 @@ def check_options(time_limit, rel_gap, verbose, solver_options, extra: dict,
                   where: str = "the pyomo backend") -> SolveOptions:
     """Validate the common options (InvalidOption naming the option) and reject old names."""
     reject_old_options(extra, where)
-    tl = _check_time_limit(time_limit)
+    # dpopt's one validator per option (the registry runs the same ones; direct calls of a backend
+    # function or of solve_pyomo_model reach these)
+    tl = V.time_limit(time_limit)
     if rel_gap is not None:
-        if isinstance(rel_gap, bool) or not isinstance(rel_gap, numbers.Real) or not math.isfinite(rel_gap) \
-                or rel_gap < 0:
-            raise InvalidOption(f"rel_gap must be a finite number >= 0 (relative optimality gap), got {rel_gap!r}")
-        rel_gap = float(rel_gap)
-    if not isinstance(verbose, bool):
-        raise InvalidOption(f"verbose must be true or false, got {verbose!r}")
-    if solver_options is None:
-        solver_options = {}
-    if not isinstance(solver_options, dict) or not all(isinstance(k, str) for k in solver_options):
-        raise InvalidOption(f"solver_options must be a dict of solver parameter names to values, "
-                            f"got {type(solver_options).__name__}")
+        rel_gap = V.rel_gap(rel_gap)
+    verbose = V.verbose(verbose)
+    solver_options = V.solver_options(solver_options)
     return SolveOptions(DEFAULT_TIME_LIMIT if tl is None else tl, tl is None, rel_gap, verbose,
                         dict(solver_options))
 
