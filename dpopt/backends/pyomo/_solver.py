@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from ... import _validate as V
 from ..._validate import InvalidOption
 from ...result import Status
+from .._highs import check_threads, prepare_threads
 from .._output import descriptor_output, new_highs
 
 #: dpopt's solver names → Pyomo factory names. The only solver names the pyomo backends accept.
@@ -137,11 +138,20 @@ def check_options(time_limit, rel_gap, verbose, solver_options, extra: dict,
                         dict(solver_options))
 
 
+#: each solver's own time-limit parameter: set from ``time_limit`` only (refused in ``solver_options``)
+_TIME_PARAMETER = {"scip": "limits/time", "highs": "time_limit", "ipopt": "max_cpu_time"}
+
+
 def check_solver_options(key: str, solver_options: dict) -> None:
     """Refuse solver parameters the solver does not have or values it would reject or silently change
     (InvalidOption naming them), before any model is built: each is set on a throw-away solver object."""
     if not solver_options:
         return
+    own = _TIME_PARAMETER.get(key)
+    if own in solver_options:
+        # dpopt's time_limit is the one (capped, always finite) limit of a solver call
+        raise InvalidOption(f"solver_options for {key}: {own!r} is the solver's time limit; use the time_limit "
+                            f"option (seconds in (0, {V.MAX_TIME_LIMIT:g}])")
     bad = []
     if key == "scip":
         try:
@@ -172,6 +182,8 @@ def check_solver_options(key: str, solver_options: dict) -> None:
             import highspy
         except ImportError:
             return
+        if "threads" in solver_options:
+            check_threads(solver_options["threads"])     # process-wide in HiGHS: see backends/_highs.py
         probe = new_highs()
         ok = highspy.HighsStatus.kOk
         with solver_output(False):          # HiGHS prints its own complaint
@@ -290,6 +302,8 @@ def run(opt, key: str, m, options: dict, verbose: bool):
 
     if key == "scip":
         options = {"display/verblevel": 4 if verbose else 0, **options}
+    elif key == "highs":
+        prepare_threads(options)    # HiGHS's scheduler is process-wide: reset it when threads is set
     with quiet_pyomo_log(), solver_output(verbose):
         # SCIP's log reaches the descriptors directly (Pyomo's tee would pipe it); the others' through Pyomo
         results = opt.solve(m, load_solutions=False, tee=verbose and key != "scip", options=options)
