@@ -9,16 +9,20 @@ Solver names
 
 Options (the same five for every family, after Pyomo's ``SolverConfig``)
     ``solver``          dpopt's name of the solver (:data:`SOLVERS`), case-insensitive;
-    ``time_limit``      seconds; ``None`` means :data:`DEFAULT_TIME_LIMIT` (300 s), so an external solver
-                        never runs unbounded; the limit used is ``details["time_limit"]``;
-    ``rel_gap``         relative optimality gap ≥ 0 at which the solver may stop (default: the family's own,
-                        0 for integer designs); a positive gap makes an answer ``feasible``, not ``optimal``,
-                        unless a certificate proves more;
+    ``time_limit``      seconds in (0, 1e7] (:data:`dpopt._validate.MAX_TIME_LIMIT`); ``None`` means
+                        :data:`DEFAULT_TIME_LIMIT` (300 s), so an external solver never runs unbounded; the
+                        limit used is ``details["time_limit"]``;
+    ``rel_gap``         relative optimality gap in [0, 1) at which the solver may stop (default: the family's
+                        own, 0 for integer designs); the answer's own certificate decides its status whatever
+                        gap the solver stopped at: ``optimal`` when the exchange certificate holds, or the gap
+                        to the solver's bound is within rel_gap (:func:`dpopt.result.gap_proves`);
     ``verbose``         the solver's log on stderr (written straight to the file descriptor, never through
                         a pipe: Pyomo's output capture dead-locks SCIP when its log exceeds a pipe buffer);
     ``solver_options``  a dict passed straight to the solver after dpopt's own settings (so it may override
                         them); SCIP's and HiGHS's parameter names and values are checked on a
-                        throw-away solver object first (InvalidOption naming the parameter).
+                        throw-away solver object first (InvalidOption naming the parameter). The solver's
+                        own time limit is refused (use ``time_limit``); HiGHS's ``threads`` is honoured by
+                        resetting its process-wide scheduler (:mod:`dpopt.backends._highs`).
 
     The older names (``mip_gap``, ``gap``, ``gap_tol``, ``feastol``, ``tee``, ``scip_options`` and Pyomo's
     factory names such as ``solver="scip_direct"``) raise :class:`~dpopt._validate.InvalidOption` naming the

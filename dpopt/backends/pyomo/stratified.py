@@ -252,10 +252,6 @@ def _to_solution(model, m, integer, solver, formulation, status, msg, lb, opts, 
         # (rel_gap): optimal when it holds, and a solver's 'optimal' that it refutes is not
         if isinstance(model, StratifiedDesign) and model.is_plain:
             model.attach_certificate(sol)
-            if sol.certificate.optimal and feasible and sol.status != Status.OPTIMAL \
-                    and model.convexity_verified()[0] is True:
-                sol.status = status = Status.OPTIMAL
-                sol.message = f"{msg}; the exchange certificate proves the point optimal"
         else:
             lbu = lb * scale + offset if np.isfinite(lb) else float("nan")
             gap = (sol.objective - lbu) / abs(sol.objective) if np.isfinite(lbu) and sol.objective else float("nan")
