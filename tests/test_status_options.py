@@ -280,8 +280,8 @@ def _fuzz_handler(backend, family, task, seed):
         for label in rng.choice(labels, size=min(8, len(labels)), replace=False):
             value = FUZZ_VALUES[str(label)]
             opts = {name: value}
-            if backend == "pyomo":
-                opts.setdefault("time_limit", 20) if name != "time_limit" else None
+            if name != "time_limit" and "time_limit" in inspect.signature(fn).parameters:
+                opts["time_limit"] = 2.0       # rel_gap=0 may be unprovable: the limit keeps the fuzz short
             where = f"{backend}/{family}/{task} {name}={label}"
             try:
                 sol = getattr(FAMILIES[family](), task)(backend=backend, **opts)
@@ -303,7 +303,8 @@ def _fuzz_handler(backend, family, task, seed):
 
 
 FUZZ_CASES = [(b, f, t) for b, f, t, fn in HANDLERS
-              if any(p in NUMERIC for p in inspect.signature(fn).parameters)]
+              if any(p in NUMERIC for p in inspect.signature(fn).parameters)
+              and not (t == "relax" and dict(((b2, f2, t2), h) for b2, f2, t2, h in HANDLERS).get((b, f, "solve")) is fn)]
 
 
 @pytest.mark.parametrize("backend,family,task", FUZZ_CASES, ids=[f"{b}-{f}-{t}" for b, f, t in FUZZ_CASES])
