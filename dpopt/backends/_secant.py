@@ -82,7 +82,8 @@ def _finish(model, prep, status_word, n, bound, solver_name, t0, message):
         n = repair_integer_point(model, np.clip(n, prog.lower, prog.upper))
         repaired = n is not None
         message += (f"; the solver's point violated a row by {worst:.2e} (relative), within its own tolerance"
-                    + ("; repaired by unit moves (optimal only if its gap to the bound proves it)" if repaired else "; no repair found"))
+                    + ("; repaired by unit moves (optimal only if its gap to the bound proves it)" if repaired
+                       else "; no repair found"))
     if n is None:
         st = {"infeasible": Status.INFEASIBLE, "time_limit": Status.TIME_LIMIT}.get(status_word, Status.ERROR)
         return Solution(status=st, solver=solver_name, message=message, wall_time=time.perf_counter() - t0)
