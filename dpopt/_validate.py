@@ -146,7 +146,7 @@ def real(name: str, value: Any) -> float:
     try:
         v = float(value)
     except OverflowError:   # a Python int beyond 1e308
-        raise ValueError(f"{name} must be finite, got an integer of {len(str(int(value)))} digits") from None
+        raise ValueError(f"{name} must be finite, got an integer beyond 1e308") from None
     if not math.isfinite(v):
         raise ValueError(f"{name} must be finite, got {v}")
     return v
@@ -209,14 +209,29 @@ def flag(name: str, value: Any) -> bool:
     return bool(value)
 
 
+#: the largest ``time_limit`` accepted, in seconds (about 116 days): the one cap for every backend, far beyond
+#: any real solve and safely inside every solver's own range (SCIP refuses limits near 1e308, and a Python int
+#: beyond 1e308 cannot become a float). ``None`` gives the backend's default instead.
+MAX_TIME_LIMIT = 1e7
+
+
 def time_limit(value: Any) -> float | None:
-    """None (no limit) or a finite number of seconds > 0 (a backend option: raises InvalidOption)."""
+    """None (the backend's default) or a number of seconds in (0, :data:`MAX_TIME_LIMIT`] (a backend option:
+    raises InvalidOption naming ``time_limit`` and the range)."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
-        raise InvalidOption(f"time_limit must be a finite number of seconds > 0 (or None for no limit), "
-                            f"got {value!r}")
-    return float(value)
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    rng = f"a number of seconds in (0, {MAX_TIME_LIMIT:g}] (or None for the backend's default)"
+    if not _is_real(value):
+        raise InvalidOption(f"time_limit must be {rng}, got {_describe(value)}")
+    try:
+        v = float(value)
+    except OverflowError:   # a Python int beyond 1e308
+        raise InvalidOption(f"time_limit must be {rng}, got an integer beyond 1e308") from None
+    if not (math.isfinite(v) and 0.0 < v <= MAX_TIME_LIMIT):
+        raise InvalidOption(f"time_limit must be {rng}, got {v:g}")
+    return v
 
 
 def choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:

@@ -44,6 +44,23 @@ class CertificateKind(str, Enum):
         return self.value
 
 
+#: a gap certificate holds when the relative gap is at most ``rel_gap`` plus this: the floating-point
+#: disagreement between dpopt's evaluation of the objective and a solver's own (scaled) objective and bound.
+#: A solver's "gap 0" is a gap of this size, so an answer within it of a proven bound is ``optimal`` whatever
+#: gap the solver was allowed to stop at.
+PROVEN_GAP = 1e-9
+
+
+def gap_proves(gap: float, rel_gap: float | None = None) -> bool:
+    """Whether a relative gap to a proven lower bound proves the answer optimal within ``rel_gap`` (None: 0):
+    ``gap <= rel_gap + PROVEN_GAP``. One rule for every gap certificate of a solver's bound."""
+    try:
+        g = float(gap)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(g) and g <= (rel_gap or 0.0) + PROVEN_GAP
+
+
 @dataclass
 class Certificate:
     """Evidence that a returned point is optimal; ``kind`` is a :class:`CertificateKind`.

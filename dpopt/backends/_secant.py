@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import _validate as V
 from ..formulations.separable import program_of, secant_milp
-from ..result import Certificate, Solution, Status
+from ..result import Certificate, Solution, Status, gap_proves
 
 DEFAULT_TIME_LIMIT = 300.0          # seconds, when the caller gives none: a solver call always ends
 DEFAULT_MAX_SEGMENTS = 300_000
@@ -62,7 +62,8 @@ def _prepare(model, options, solvers):
     x0 = np.sqrt(lo * hi)
     scale = max(abs(prog.evaluate(x0)[0]), 1e-300) * 1e-6
     # exact right-hand sides (tightened rows cut off zero-slack optima and void the bound); a point the solver
-    # accepts within its own tolerance but the one feasibility test refuses is repaired, and then only feasible
+    # accepts within its own tolerance but the one feasibility test refuses is repaired (optimal only when its
+    # gap proves it)
     milp = secant_milp(prog, lo, hi, anchor=x0, obj_scale=scale)
     solver_options = options.get("solver_options") or {}
     if not isinstance(solver_options, dict):
@@ -84,14 +85,17 @@ def _finish(model, prep, status_word, n, bound, solver_name, t0, message):
         n = repair_integer_point(model, np.clip(n, prog.lower, prog.upper))
         repaired = n is not None
         message += (f"; the solver's point violated a row by {worst:.2e} (relative), within its own tolerance"
-                    + ("; repaired by unit moves, so not proven optimal" if repaired else "; no repair found"))
+                    + ("; repaired by unit moves (optimal only if its gap to the bound proves it)" if repaired
+                       else "; no repair found"))
     if n is None:
         st = {"infeasible": Status.INFEASIBLE, "time_limit": Status.TIME_LIMIT}.get(status_word, Status.ERROR)
         return Solution(status=st, solver=solver_name, message=message, wall_time=time.perf_counter() - t0)
     obj = prog.evaluate(n.astype(float))[0]
     lb = bound if math.isfinite(bound) else -math.inf
     gap = max((obj - lb) / abs(obj), 0.0) if obj and math.isfinite(lb) else math.inf
-    optimal = status_word == "optimal" and not repaired and gap <= max(prep["gap"], 1e-9) * 1.0001
+    # the answer's own gap certificate decides (result.gap_proves: within rel_gap + PROVEN_GAP, the noise between
+    # dpopt's objective and the solver's scaled one), whatever the solver's termination or internal gap
+    optimal = gap_proves(gap, prep["gap"])
     cert = Certificate("gap", bool(optimal), lower_bound=lb, gap=gap, tolerance=prep["gap"],
                        message="secant MILP bound from the solver")
     st = Status.OPTIMAL if optimal else (Status.TIME_LIMIT if status_word == "time_limit" else Status.FEASIBLE)

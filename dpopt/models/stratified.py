@@ -770,8 +770,9 @@ class StratifiedDesign(Model):
     def attach_certificate(self, sol: Solution) -> Solution:
         """Attach the exchange certificate to a solver's integer answer of the sum-and-bounds problem.
 
-        A claimed optimum the certificate refutes becomes ``feasible``: the solver's tolerances hid an
-        improving exchange.
+        The certificate decides the status, whatever the solver's termination or internal gap: a claimed
+        optimum it refutes becomes ``feasible`` (the solver's tolerances hid an improving exchange), and a
+        feasible point it proves (with the discrete convexity it rests on verified) becomes ``optimal``.
         """
         if not self.is_plain or sol.n is None:
             return sol
@@ -779,6 +780,10 @@ class StratifiedDesign(Model):
         if sol.status == Status.OPTIMAL and not sol.certificate.optimal:
             sol.status = Status.FEASIBLE
             sol.message = f"{sol.message}; solver claimed optimal but the exchange certificate fails"
+        elif sol.status in (Status.FEASIBLE, Status.TIME_LIMIT) and sol.certificate.optimal \
+                and self.is_feasible(sol.n) and self.convexity_verified()[0] is True:
+            sol.status = Status.OPTIMAL
+            sol.message = f"{sol.message}; the exchange certificate proves the point optimal"
         return sol
 
     def convexity_verified(self, max_points: int = 5_000_000) -> tuple[bool | None, str]:

@@ -1303,7 +1303,8 @@ def solve_constrained(model, rel_gap: float = DEFAULT_REL_GAP, time_limit: float
     the core goes to HiGHS instead (0: never enumerate).
     """
     rel_gap, time_limit, verbose = _check_options(rel_gap, time_limit, verbose)
-    window = V.option(V.integer, "window", window, minimum=0)
+    # (a window wider than every range is the whole range; the cap keeps its arithmetic inside 64-bit integers)
+    window = V.option(V.integer, "window", window, minimum=0, maximum=2**31 - 1)
     max_milp_columns = V.option(V.integer, "max_milp_columns", max_milp_columns, minimum=1)
     max_states = V.option(V.integer, "max_states", max_states, minimum=0)
     deadline = _Deadline(time_limit)

@@ -9,16 +9,20 @@ Solver names
 
 Options (the same five for every family, after Pyomo's ``SolverConfig``)
     ``solver``          dpopt's name of the solver (:data:`SOLVERS`), case-insensitive;
-    ``time_limit``      seconds; ``None`` means :data:`DEFAULT_TIME_LIMIT` (300 s), so an external solver
-                        never runs unbounded; the limit used is ``details["time_limit"]``;
-    ``rel_gap``         relative optimality gap ≥ 0 at which the solver may stop (default: the family's own,
-                        0 for integer designs); a positive gap makes an answer ``feasible``, not ``optimal``,
-                        unless a certificate proves more;
+    ``time_limit``      seconds in (0, 1e7] (:data:`dpopt._validate.MAX_TIME_LIMIT`); ``None`` means
+                        :data:`DEFAULT_TIME_LIMIT` (300 s), so an external solver never runs unbounded; the
+                        limit used is ``details["time_limit"]``;
+    ``rel_gap``         relative optimality gap in [0, 1) at which the solver may stop (default: the family's
+                        own, 0 for integer designs); the answer's own certificate decides its status whatever
+                        gap the solver stopped at: ``optimal`` when the exchange certificate holds, or the gap
+                        to the solver's bound is within rel_gap (:func:`dpopt.result.gap_proves`);
     ``verbose``         the solver's log on stderr (written straight to the file descriptor, never through
                         a pipe: Pyomo's output capture dead-locks SCIP when its log exceeds a pipe buffer);
     ``solver_options``  a dict passed straight to the solver after dpopt's own settings (so it may override
                         them); SCIP's and HiGHS's parameter names and values are checked on a
-                        throw-away solver object first (InvalidOption naming the parameter).
+                        throw-away solver object first (InvalidOption naming the parameter). The solver's
+                        own time limit is refused (use ``time_limit``); HiGHS's ``threads`` is honoured by
+                        resetting its process-wide scheduler (:mod:`dpopt.backends._highs`).
 
     The older names (``mip_gap``, ``gap``, ``gap_tol``, ``feastol``, ``tee``, ``scip_options`` and Pyomo's
     factory names such as ``solver="scip_direct"``) raise :class:`~dpopt._validate.InvalidOption` naming the
@@ -29,13 +33,13 @@ from __future__ import annotations
 
 import logging
 import math
-import numbers
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from ... import _validate as V
 from ..._validate import InvalidOption
-from ..._validate import time_limit as _check_time_limit
 from ...result import Status
+from .._highs import check_threads, prepare_threads
 from .._output import descriptor_output, new_highs
 
 #: dpopt's solver names → Pyomo factory names. The only solver names the pyomo backends accept.
@@ -127,21 +131,19 @@ def check_options(time_limit, rel_gap, verbose, solver_options, extra: dict,
                   where: str = "the pyomo backend") -> SolveOptions:
     """Validate the common options (InvalidOption naming the option) and reject old names."""
     reject_old_options(extra, where)
-    tl = _check_time_limit(time_limit)
+    # dpopt's one validator per option (the registry runs the same ones; direct calls of a backend
+    # function or of solve_pyomo_model reach these)
+    tl = V.time_limit(time_limit)
     if rel_gap is not None:
-        if isinstance(rel_gap, bool) or not isinstance(rel_gap, numbers.Real) or not math.isfinite(rel_gap) \
-                or rel_gap < 0:
-            raise InvalidOption(f"rel_gap must be a finite number >= 0 (relative optimality gap), got {rel_gap!r}")
-        rel_gap = float(rel_gap)
-    if not isinstance(verbose, bool):
-        raise InvalidOption(f"verbose must be true or false, got {verbose!r}")
-    if solver_options is None:
-        solver_options = {}
-    if not isinstance(solver_options, dict) or not all(isinstance(k, str) for k in solver_options):
-        raise InvalidOption(f"solver_options must be a dict of solver parameter names to values, "
-                            f"got {type(solver_options).__name__}")
+        rel_gap = V.rel_gap(rel_gap)
+    verbose = V.verbose(verbose)
+    solver_options = V.solver_options(solver_options)
     return SolveOptions(DEFAULT_TIME_LIMIT if tl is None else tl, tl is None, rel_gap, verbose,
                         dict(solver_options))
+
+
+#: each solver's own time-limit parameter: set from ``time_limit`` only (refused in ``solver_options``)
+_TIME_PARAMETER = {"scip": "limits/time", "highs": "time_limit", "ipopt": "max_cpu_time"}
 
 
 def check_solver_options(key: str, solver_options: dict) -> None:
@@ -149,6 +151,11 @@ def check_solver_options(key: str, solver_options: dict) -> None:
     (InvalidOption naming them), before any model is built: each is set on a throw-away solver object."""
     if not solver_options:
         return
+    own = _TIME_PARAMETER.get(key)
+    if own in solver_options:
+        # dpopt's time_limit is the one (capped, always finite) limit of a solver call
+        raise InvalidOption(f"solver_options for {key}: {own!r} is the solver's time limit; use the time_limit "
+                            f"option (seconds in (0, {V.MAX_TIME_LIMIT:g}])")
     bad = []
     if key == "scip":
         try:
@@ -179,6 +186,8 @@ def check_solver_options(key: str, solver_options: dict) -> None:
             import highspy
         except ImportError:
             return
+        if "threads" in solver_options:
+            check_threads(solver_options["threads"])     # process-wide in HiGHS: see backends/_highs.py
         probe = new_highs()
         ok = highspy.HighsStatus.kOk
         with solver_output(False):          # HiGHS prints its own complaint
@@ -297,6 +306,8 @@ def run(opt, key: str, m, options: dict, verbose: bool):
 
     if key == "scip":
         options = {"display/verblevel": 4 if verbose else 0, **options}
+    elif key == "highs":
+        prepare_threads(options)    # HiGHS's scheduler is process-wide: reset it when threads is set
     with quiet_pyomo_log(), solver_output(verbose):
         # SCIP's log reaches the descriptors directly (Pyomo's tee would pipe it); the others' through Pyomo
         results = opt.solve(m, load_solutions=False, tee=verbose and key != "scip", options=options)

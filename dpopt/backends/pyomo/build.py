@@ -201,7 +201,14 @@ def build_pyomo_model(model, integer: bool = True, formulation: str = "minlp",
     m.linear = pe.ConstraintList()
     for con in model.constraints:
         for row, rhs in zip(con.A, con.b):
-            lhs = sum(float(row[i]) * m.n[i] for i in range(k) if row[i] != 0)
+            if not np.any(row != 0):
+                # a row without variables is a constant: Pyomo refuses it (a trivial Boolean). A satisfied one is
+                # dropped; a violated one is kept as 0·n_0 (sense) rhs, which no point meets
+                if {"<=": 0 <= rhs, ">=": 0 >= rhs}.get(con.sense, rhs == 0):
+                    continue
+                lhs = m.n[0] - m.n[0]
+            else:
+                lhs = sum(float(row[i]) * m.n[i] for i in range(k) if row[i] != 0)
             if con.sense == "<=":
                 m.linear.add(lhs <= float(rhs))
             elif con.sense == ">=":

@@ -18,7 +18,8 @@ optimum. ``optimal`` is SCIP's proof within those tolerances: neighbouring sizes
 less than ~1e-10 relative may be confused (the exact backend has no such limit).
 
 Options: the common ones of :mod:`dpopt.backends.pyomo._solver`: ``solver`` ("scip"), ``time_limit`` (None: the
-300 s default), ``rel_gap`` (SCIP's limits/gap; default 0; a positive gap gives ``feasible``), ``verbose``,
+300 s default), ``rel_gap`` (SCIP's limits/gap; default 0; the answer is ``optimal`` when its
+gap to SCIP's bound is within rel_gap + :data:`dpopt.result.PROVEN_GAP`, whatever gap SCIP stopped at), ``verbose``,
 ``solver_options`` (SCIP parameters, applied last).
 """
 
@@ -33,7 +34,7 @@ from ...models.sample_size import SampleSizeProgram
 from ...privacy.amplification import log_expm1
 from ...privacy.mechanisms import laplace_variance
 from ...registry import register
-from ...result import Certificate, Solution, Status
+from ...result import Certificate, Solution, Status, gap_proves
 from ... import _validate as V
 from . import _solver as PY
 from .build import nominal_budget_expr
@@ -105,10 +106,8 @@ def solve_pyomo(model: SampleSizeProgram, solver: str = "scip", time_limit: floa
     n_val = pyo.value(m.n, exception=False) if has_point else None
     has_point = n_val is not None
     if status == Status.OPTIMAL and has_point:
-        if opts.rel_gap:
-            status, msg = Status.FEASIBLE, f"SCIP stopped within rel_gap={opts.rel_gap:g}"
-        else:
-            msg = "SCIP proved optimality (gap 0 within its tolerances)"
+        msg = (f"SCIP stopped within rel_gap={opts.rel_gap:g}" if opts.rel_gap else
+               "SCIP proved optimality (gap 0 within its tolerances)")
     elif status == Status.TIME_LIMIT:
         msg = f"SCIP stopped: {tc} ({opts.note()})"
     elif status == Status.INFEASIBLE:
@@ -124,10 +123,17 @@ def solve_pyomo(model: SampleSizeProgram, solver: str = "scip", time_limit: floa
         return sol
     n_star = int(round(n_val))
     lb = PY.lower_bound(res) * VN
-    cert = Certificate(kind="gap", optimal=status == Status.OPTIMAL, lower_bound=lb,
-                       gap=abs(float(model.variance(n_star)) - lb) / float(model.variance(n_star))
-                       if math.isfinite(lb) and float(model.variance(n_star)) > 0 else float("nan"),
-                       tolerance=options.get("numerics/feastol", 0.0), message="SCIP dual bound")
+    v_star = float(model.variance(n_star))
+    gap = abs(v_star - lb) / v_star if math.isfinite(lb) and v_star > 0 else float("nan")
+    # the answer's own certificate decides, whatever gap SCIP was allowed to stop at: SCIP's proof at gap 0,
+    # or a gap to its bound within rel_gap (+ PROVEN_GAP, the evaluation noise of the scaled objective)
+    proven = (status == Status.OPTIMAL and not opts.rel_gap) or gap_proves(gap, opts.rel_gap)
+    if proven and status != Status.OPTIMAL:
+        status, msg = Status.OPTIMAL, f"{msg}; relative gap {gap:.3g} to SCIP's bound proves it optimal"
+    elif status == Status.OPTIMAL and not proven:
+        status, msg = Status.FEASIBLE, f"{msg}; relative gap {gap:.3g} to SCIP's bound exceeds rel_gap"
+    cert = Certificate(kind="gap", optimal=proven, lower_bound=lb, gap=gap,
+                       tolerance=opts.rel_gap or 0.0, message="SCIP dual bound")
     sol = model.make_solution(n=n_star, status=status, backend="pyomo", solver=key, certificate=cert,
                               message=msg, details=details)
     sol.wall_time = wall

@@ -13,6 +13,10 @@ from .._secant import _PYOMO_SOLVERS, _coo, _finish, _prepare
 from . import _solver as PY
 
 
+#: a constant row (every stratum in it fixed by its bounds) holds within this, relative to its right-hand side
+_CONSTANT_ROW_TOL = 1e-9
+
+
 def solve_pyomo(model, **options) -> Solution:
     """The secant MILP through Pyomo (SCIP via scip_direct or HiGHS via appsi_highs)."""
     t0 = time.perf_counter()
@@ -37,6 +41,15 @@ def solve_pyomo(model, **options) -> Solution:
     starts = np.searchsorted(R, np.arange(rlo.size + 1))
     m.rows = pe.ConstraintList()
     for r in range(rlo.size):
+        if starts[r] == starts[r + 1]:
+            # a row over strata all fixed by their bounds is a constant (0 in the MILP's row units): Pyomo
+            # refuses it as a trivial Boolean, so it is decided here (violated: the model is infeasible)
+            if rlo[r] > _CONSTANT_ROW_TOL or rhi[r] < -_CONSTANT_ROW_TOL:
+                return Solution(status=Status.INFEASIBLE, solver=prep["solver"], wall_time=time.perf_counter() - t0,
+                                message=f"secant MILP row {r} covers only strata fixed by their bounds and its "
+                                        f"constant value violates it (range [{rlo[r]:.6g}, {rhi[r]:.6g}] in the "
+                                        "row's units, value 0)")
+            continue
         expr = sum(float(Vv[p]) * m.v[int(C[p])] for p in range(starts[r], starts[r + 1]))
         lo_r = None if not math.isfinite(rlo[r]) else float(rlo[r])
         hi_r = None if not math.isfinite(rhi[r]) else float(rhi[r])

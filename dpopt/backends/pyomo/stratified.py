@@ -48,7 +48,7 @@ from ... import _validate as V
 from ...models.min_cost import MinCostDesign
 from ...models.stratified import StratifiedDesign
 from ...registry import register
-from ...result import Certificate, Solution, Status
+from ...result import PROVEN_GAP, Certificate, Solution, Status, gap_proves  # noqa: F401
 from . import _solver as PY
 from .._routes import secant_for_extended
 from .secant import solve_pyomo
@@ -68,9 +68,6 @@ SOLVERS = ("scip", "highs", "ipopt")
 # 2-core x86_64 machine with presolve off for the integral LP: 2.6·10⁵ columns in ~30 s); a time-limited
 # solve whose MILP needs more than this times the limit is refused up front
 MILP_COLUMNS_PER_SECOND = 8000
-# a repaired integer point stays ``optimal`` only when its objective is within this relative gap of the solver's
-# lower bound (a valid bound for the exact model: the solver's feasible set contains the model's)
-PROVEN_GAP = 1e-9
 def _unknown_solver_message(solver) -> str:
     return PY.unknown_solver_message(solver, SOLVERS, "stratified designs")
 
@@ -247,18 +244,26 @@ def _to_solution(model, m, integer, solver, formulation, status, msg, lb, opts, 
                                 wall_time=time.perf_counter() - t0,
                                 message=f"{msg}; the solver's rounded point {n.tolist()} is infeasible "
                                         f"(relative violation {violation:.2g})")
-        if status == Status.OPTIMAL and opts.rel_gap:
-            status = Status.FEASIBLE
+        feasible = model.is_feasible(n)
         sol = model.make_solution(n=n, status=status, message=msg)
+        # the status is the answer's own certificate's, whatever gap the solver was allowed to stop at
+        # (rel_gap): optimal when it holds, and a solver's 'optimal' that it refutes is not
         if isinstance(model, StratifiedDesign) and model.is_plain:
             model.attach_certificate(sol)
         else:
             lbu = lb * scale + offset if np.isfinite(lb) else float("nan")
             gap = (sol.objective - lbu) / abs(sol.objective) if np.isfinite(lbu) and sol.objective else float("nan")
-            if repaired is not None and status == Status.OPTIMAL and not gap <= PROVEN_GAP:
-                # the solver proved its own (slightly infeasible) point; the repaired one is proven only by the bound
+            # the solver's own proof (asked for gap 0, its point kept) or a gap to its bound within rel_gap
+            # (the bound is valid for the exact model: the solver's feasible set contains the model's)
+            solver_proof = status == Status.OPTIMAL and not opts.rel_gap and repaired is None
+            proven = feasible and (solver_proof or gap_proves(gap, opts.rel_gap))
+            if status == Status.OPTIMAL and not proven:
                 sol.status = status = Status.FEASIBLE
-            sol.certificate = Certificate("gap", status == Status.OPTIMAL, lower_bound=lbu, gap=gap,
+            elif proven and status != Status.OPTIMAL:
+                sol.status = status = Status.OPTIMAL
+                sol.message = f"{msg}; relative gap {gap:.3g} to the {solver} bound proves it optimal" + \
+                    (f" within rel_gap={opts.rel_gap:g}" if opts.rel_gap else "")
+            sol.certificate = Certificate("gap", proven, lower_bound=lbu, gap=gap, tolerance=opts.rel_gap or 0.0,
                                           message=f"{solver} bound")
     else:
         pt = np.clip(pt, model.lower, model.upper)

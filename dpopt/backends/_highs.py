@@ -1,0 +1,46 @@
+"""HiGHS's process-wide thread scheduler (not a backend: ``_`` modules are not registered).
+
+HiGHS runs every solve of a process on one global task scheduler, created with ``threads`` workers at the
+first solve and never resized: a later solve asking for another ``threads`` value fails before it starts
+(Pyomo reports "termination unknown"). dpopt honours ``solver_options={"threads": t}`` by resetting that
+scheduler before a solve that sets it (:func:`prepare_threads`), so the value asked for is the value used,
+whatever ran before in the process; the value is checked first (:func:`check_threads`): HiGHS starts as
+many threads as it is told, and a million never finish starting.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .. import _validate as V
+
+
+def max_threads() -> int:
+    """The most HiGHS threads dpopt accepts: this machine's logical cores (more are never faster)."""
+    return max(os.cpu_count() or 1, 1)
+
+
+def check_threads(value) -> int:
+    """HiGHS's ``threads`` option: an integer in [0, :func:`max_threads`] (0: HiGHS's own choice, half the
+    cores). Raises InvalidOption naming the option and the range."""
+    top = max_threads()
+    try:
+        return V.count("solver_options['threads']", value, minimum=0, maximum=top)
+    except V.InvalidOption as exc:
+        raise V.InvalidOption(f"{exc} (HiGHS threads: 0 for HiGHS's choice, at most this machine's {top} "
+                              f"logical cores)") from None
+
+
+def prepare_threads(options: dict) -> None:
+    """Before a HiGHS solve with ``options``: when they set ``threads``, check it and reset HiGHS's global
+    scheduler so that the solve starts it with that many threads (no effect otherwise)."""
+    if "threads" not in options:
+        return
+    check_threads(options["threads"])
+    try:
+        import highspy
+    except ImportError:     # no HiGHS: the solve reports it
+        return
+    reset = getattr(highspy.Highs, "resetGlobalScheduler", None)
+    if reset is not None:
+        reset(True)
