@@ -6,11 +6,16 @@ first solve and never resized: a later solve asking for another ``threads`` valu
 scheduler before a solve that sets it (:func:`prepare_threads`), so the value asked for is the value used,
 whatever ran before in the process; the value is checked first (:func:`check_threads`): HiGHS starts as
 many threads as it is told, and a million never finish starting.
+
+The scheduler's worker threads do not survive ``fork``: a HiGHS solve in a forked child of a process that
+had solved with HiGHS waited forever for them (multiprocessing's default start method on Linux). A fork
+hook resets the scheduler in the child (:func:`_reset_after_fork`), so the child's first solve starts its own.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 from .. import _validate as V
 
@@ -44,3 +49,18 @@ def prepare_threads(options: dict) -> None:
     reset = getattr(highspy.Highs, "resetGlobalScheduler", None)
     if reset is not None:
         reset(True)
+
+
+def _reset_after_fork() -> None:
+    """In a forked child: drop the parent's HiGHS scheduler (its threads are gone) without waiting for them."""
+    highspy = sys.modules.get("highspy")
+    reset = getattr(getattr(highspy, "Highs", None), "resetGlobalScheduler", None)
+    if reset is not None:
+        try:
+            reset(False)
+        except Exception:  # noqa: BLE001 - never let a fork fail over HiGHS
+            pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
