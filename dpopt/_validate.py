@@ -220,16 +220,12 @@ def time_limit(value: Any) -> float | None:
     raises InvalidOption naming ``time_limit`` and the range)."""
     if value is None:
         return None
-    if isinstance(value, np.ndarray) and value.ndim == 0:
-        value = value[()]
     rng = f"a number of seconds in (0, {MAX_TIME_LIMIT:g}] (or None for the backend's default)"
-    if not _is_real(value):
-        raise InvalidOption(f"time_limit must be {rng}, got {_describe(value)}")
     try:
-        v = float(value)
-    except OverflowError:   # a Python int beyond 1e308
-        raise InvalidOption(f"time_limit must be {rng}, got an integer beyond 1e308") from None
-    if not (math.isfinite(v) and 0.0 < v <= MAX_TIME_LIMIT):
+        v = real("time_limit", value)
+    except (TypeError, ValueError) as exc:   # not a real number, not finite, or an integer beyond 1e308
+        raise InvalidOption(f"time_limit must be {rng}, got {str(exc).split(', got ', 1)[-1]}") from None
+    if not 0.0 < v <= MAX_TIME_LIMIT:
         raise InvalidOption(f"time_limit must be {rng}, got {v:g}")
     return v
 

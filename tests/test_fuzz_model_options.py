@@ -182,8 +182,8 @@ def test_cli_solve_refuses_file_touching_options_and_writes_nothing(tmp_path, ca
     # made at the first solve of a process, refuses a later solve's different threads option
     # (test_pyomo_options sets threads = 1)
     safe = f.read_text().replace(f"solver_options = {options % target}",
-                                 "solver_options = { " + ('"limits/time" = 60.0' if solver == "scip"
-                                                          else "time_limit = 60.0, threads = 1") + " }")
+                                 "solver_options = { " + ('"limits/memory" = 4000.0' if solver == "scip"
+                                                          else "mip_rel_gap = 0.0, threads = 1") + " }")
     f.write_text(safe)
     if solver == "scip":
         assert main(["solve", str(f)]) == 0

@@ -8,6 +8,9 @@ harmless parameters listed here (tolerances, limits, threads, seeds, presolve, a
 the kind of value it takes; every other name is refused by name. Options passed from Python
 (``model.solve(..., solver_options=...)``) are the caller's own and are not filtered (docs/api.md).
 
+No list holds a solver's own time limit: the one time limit of a solve is ``[solve] time_limit`` (dpopt's
+capped, always finite limit; docs/api.md).
+
 The lists hold no string-valued parameter except a few with a fixed set of choices, so no value from a
 model file can ever be a file name.
 """
@@ -24,7 +27,7 @@ _ON = ("off", "choose", "on")
 #: solver (dpopt's lower-case name) -> option name -> REAL, INT, BOOL or a tuple of the allowed strings
 MODEL_FILE_SOLVER_OPTIONS: dict[str, dict[str, Any]] = {
     "highs": {
-        "time_limit": REAL, "mip_rel_gap": REAL, "mip_abs_gap": REAL,
+        "mip_rel_gap": REAL, "mip_abs_gap": REAL,
         "primal_feasibility_tolerance": REAL, "dual_feasibility_tolerance": REAL, "optimality_tolerance": REAL,
         "mip_feasibility_tolerance": REAL, "ipm_optimality_tolerance": REAL, "kkt_tolerance": REAL,
         "objective_bound": REAL, "objective_target": REAL, "mip_heuristic_effort": REAL,
@@ -35,7 +38,7 @@ MODEL_FILE_SOLVER_OPTIONS: dict[str, dict[str, Any]] = {
         "solver": ("choose", "simplex", "ipm", "pdlp"),
     },
     "scip": {
-        "limits/time": REAL, "limits/gap": REAL, "limits/absgap": REAL, "limits/memory": REAL,
+        "limits/gap": REAL, "limits/absgap": REAL, "limits/memory": REAL,
         "limits/nodes": INT, "limits/totalnodes": INT, "limits/stallnodes": INT, "limits/solutions": INT,
         "limits/bestsol": INT, "limits/restarts": INT,
         "numerics/feastol": REAL, "numerics/epsilon": REAL, "numerics/sumepsilon": REAL,
@@ -47,13 +50,13 @@ MODEL_FILE_SOLVER_OPTIONS: dict[str, dict[str, Any]] = {
     },
     "ipopt": {
         "tol": REAL, "acceptable_tol": REAL, "constr_viol_tol": REAL, "dual_inf_tol": REAL,
-        "compl_inf_tol": REAL, "max_cpu_time": REAL, "max_wall_time": REAL, "bound_push": REAL,
+        "compl_inf_tol": REAL, "bound_push": REAL,
         "mu_init": REAL, "max_iter": INT, "mu_strategy": ("monotone", "adaptive"),
     },
     # the cvxpy exponential-cone solvers of the importance family
-    "clarabel": {"max_iter": INT, "time_limit": REAL, "tol_gap_abs": REAL, "tol_gap_rel": REAL, "tol_feas": REAL,
+    "clarabel": {"max_iter": INT, "tol_gap_abs": REAL, "tol_gap_rel": REAL, "tol_feas": REAL,
                  "tol_ktratio": REAL, "equilibrate_enable": BOOL},
-    "scs": {"max_iters": INT, "time_limit_secs": REAL, "eps_abs": REAL, "eps_rel": REAL, "eps_infeas": REAL,
+    "scs": {"max_iters": INT, "eps_abs": REAL, "eps_rel": REAL, "eps_infeas": REAL,
             "acceleration_lookback": INT},
     "ecos": {"maxit": INT, "abstol": REAL, "reltol": REAL, "feastol": REAL},
 }
