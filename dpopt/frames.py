@@ -267,6 +267,24 @@ def check_integer_values(values, column: str, mechanism_name: str, where: str = 
             "value_range in that unit, or use mechanism='laplace' for real-valued data")
 
 
+def _stratum_column(fr, strata, labels, column: str, field: str) -> dict:
+    """{stratum label: value} of a frame column that is constant within each stratum (e.g. a region column
+    for domains); a stratum whose rows disagree is refused, naming both values."""
+    if not fr.has(column):
+        raise ValueError(f"{field} = {column!r} is not a column of the frame (give a column name, a list with "
+                         "one entry per stratum, or a mapping stratum label -> value)")
+    names, codes = fr.labels(strata, "strata")
+    vnames, vcodes = fr.labels(column, field)
+    out = {}
+    for h, lab in enumerate(names):
+        seen = np.unique(vcodes[codes == h])
+        if seen.size > 1:
+            raise ValueError(f"frame column {column!r} is not constant within stratum {lab!r} (it has "
+                             f"{vnames[seen[0]]!r} and {vnames[seen[1]]!r}); {field} must give one value per stratum")
+        out[lab] = vnames[seen[0]]
+    return {lab: out[lab] for lab in labels}
+
+
 def stratified_design_from_frame(frame, strata: str, y, total, epsilon, *, pilot=None, **options):
     """A :class:`~dpopt.models.stratified.StratifiedDesign` from a sampling frame.
 
@@ -321,6 +339,8 @@ def stratified_design_from_frame(frame, strata: str, y, total, epsilon, *, pilot
                               "clamped values, as released)", stacklevel=3)
     if "labels" in options:
         raise TypeError("labels come from the strata column in from_frame; do not pass labels=")
+    if isinstance(options.get("domains"), str):
+        options["domains"] = _stratum_column(fr, strata, labels, options["domains"], "domains")
     options.setdefault("variables", ys)
     sigma2 = S2[:, 0] if len(ys) == 1 else S2
     model = StratifiedDesign(N=N, sigma2=sigma2, total=total, epsilon=epsilon, labels=labels, **options)

@@ -263,3 +263,28 @@ def test_sigma2_is_the_variance_of_the_clamped_values_the_release_releases():
     # without value_range nothing is clamped
     m3 = dpopt.StratifiedDesign.from_frame(f2, "s", "y", 4, 1.0)
     assert m3.sigma2[0] == pytest.approx(np.var([-5.0, 1.0, 2.0, 30.0], ddof=1))
+
+
+def test_domains_as_a_mapping_or_a_frame_column():
+    """A mapping label -> domain is read by label (it was read as its keys: every stratum its own domain);
+    from_frame takes a column name constant within strata; anything incomplete or ambiguous is refused."""
+    N, s2 = [100, 200, 300, 400], [1.0, 2.0, 3.0, 4.0]
+    labels = ["VA", "MD", "CA", "OR"]
+    region = {"OR": "West", "VA": "South", "CA": "West", "MD": "South"}     # not in label order
+    m = dpopt.StratifiedDesign(N, s2, 40, 1.0, labels=labels, domains=region)
+    assert m.domains == ["South", "South", "West", "West"]
+    assert list(m.strata_index("West")) == [2, 3]
+    with pytest.raises(ValueError, match="no domain for stratum 'OR'"):
+        dpopt.StratifiedDesign(N, s2, 40, 1.0, labels=labels, domains={"VA": "S", "MD": "S", "CA": "W"})
+    with pytest.raises(ValueError, match="'TX', which is not a stratum label"):
+        dpopt.StratifiedDesign(N, s2, 40, 1.0, labels=labels, domains={**region, "TX": "South"})
+    frame = {"state": ["VA", "VA", "MD", "MD", "CA", "CA", "OR", "OR"],
+             "region": ["South", "South", "South", "South", "West", "West", "West", "West"],
+             "y": [1.0, 2.0, 3.0, 5.0, 2.0, 7.0, 1.0, 4.0]}
+    mf = dpopt.StratifiedDesign.from_frame(frame, "state", "y", 6, 1.0, domains="region")
+    assert dict(zip(mf.labels, mf.domains)) == {"CA": "West", "MD": "South", "OR": "West", "VA": "South"}
+    bad = dict(frame, region=["South", "West"] + frame["region"][2:])
+    with pytest.raises(ValueError, match="not constant within stratum 'VA'"):
+        dpopt.StratifiedDesign.from_frame(bad, "state", "y", 6, 1.0, domains="region")
+    with pytest.raises(ValueError, match="'regio' is not a column"):
+        dpopt.StratifiedDesign.from_frame(frame, "state", "y", 6, 1.0, domains="regio")

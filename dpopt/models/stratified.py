@@ -14,6 +14,7 @@ unit increments); solving is the business of the backends (``solve(backend=...)`
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -114,6 +115,26 @@ def _labels(field: str, labels, k: int, unique: bool = True, default=None) -> li
     return out
 
 
+def _domains_by_label(mapping, labels: list[str]) -> list:
+    """Domains given as {stratum label: domain}: every stratum named once, no other key (a mapping read as a
+    sequence would be its keys, putting every stratum in a 'domain' named after itself)."""
+    by_label = {}
+    for key, dom in mapping.items():
+        name = str(key)
+        if name in by_label:
+            raise ValueError(f"domains names stratum {name!r} twice (as {key!r})")
+        by_label[name] = dom
+    unknown = [key for key in by_label if key not in labels]
+    if unknown:
+        raise ValueError(f"domains names {unknown[0]!r}, which is not a stratum label (labels: "
+                         f"{', '.join(labels[:10])}{', ...' if len(labels) > 10 else ''})")
+    missing = [lab for lab in labels if lab not in by_label]
+    if missing:
+        raise ValueError(f"domains gives no domain for stratum {missing[0]!r} ({len(missing)} stratum/strata "
+                         "without one; every stratum needs its domain)")
+    return [by_label[lab] for lab in labels]
+
+
 def _sigma2_matrix(sigma2, k: int) -> np.ndarray:
     """σ² as a k×J matrix (a vector is one variable); finite, ≥ 0."""
     arr = V._as_float_array("sigma2", sigma2)
@@ -174,6 +195,8 @@ class StratifiedDesign(Model):
         k = self.N.size
         self.labels = _labels("labels", labels, k)
         self._labels_given = labels is not None   # the default "1".."k" never makes an index ambiguous
+        if isinstance(domains, Mapping):
+            domains = _domains_by_label(domains, self.labels)
         self.domains = None if domains is None else _labels("domains", domains, k, unique=False)
         S = _sigma2_matrix(sigma2, k)
         self.J = S.shape[1]
