@@ -27,6 +27,10 @@ def add_commands(sub) -> None:
                    help="bounds of the responses: sensitivity HI - LO, responses clamped at release")
     d.add_argument("--pilot", default=None, help="pilot sample (CSV) for S_h^2 instead of the frame's own y")
     d.add_argument("--id", default=None, help="unique unit id column (default: the row number)")
+    d.add_argument("--min-per-stratum", type=int, default=None, metavar="M",
+                   help="at least M sampled units per stratum (2 lets every stratum's variance be estimated)")
+    d.add_argument("--domains", default=None, metavar="COL",
+                   help="domain column (constant within each stratum, e.g. a region), written to the model file")
     d.add_argument("--out", required=True, help="model file to write (TOML)")
     r = sub.add_parser("release", help="draw the sample, privatise it through OpenDP, estimate, audit")
     r.add_argument("model", help="stratified model file (from dpopt design)")
@@ -142,7 +146,11 @@ def design_toml(model, *, source: str, columns: dict, sigma2_from: str) -> str:
         lines.append(f"value_range = {_toml_value([float(x) for x in model.value_range])}")
     if model.variables != ["y"]:
         lines.append(f"variables = {_toml_value(model.variables)}")
+    if model.min_per_stratum is not None:
+        lines.append(f"min_per_stratum = {int(model.min_per_stratum)}")
     lines += ["", "[strata]", f"label = {_toml_value(model.labels)}", f"N = {_toml_value(model.N.tolist())}"]
+    if model.domains is not None:
+        lines.append(f"domain = {_toml_value([str(x) for x in model.domains])}")
     if model.J == 1:
         lines.append(f"sigma2 = {_toml_value([float(x) for x in model.sigma2])}")
     else:
@@ -162,6 +170,10 @@ def run_design(args) -> int:
     options = {"mechanism": args.mechanism}
     if args.value_range is not None:
         options["value_range"] = tuple(args.value_range)
+    if args.min_per_stratum is not None:
+        options["min_per_stratum"] = args.min_per_stratum
+    if args.domains is not None:
+        options["domains"] = args.domains
     model = stratified_design_from_frame(frame, args.strata, y, args.total, args.epsilon, pilot=pilot, **options)
     columns = {"strata": args.strata, "y": y}
     if args.id is not None:

@@ -159,3 +159,37 @@ def test_plot_model_file_errors(tmp_path, capsys):
     fay = ROOT / "models" / "fay_laplace_sum.toml"
     assert main(["plot", str(fay), "--out", str(tmp_path)]) == 2
     _one_error_line(capsys, "draws stratified", "ImportanceSampling")
+
+
+def test_design_min_per_stratum_and_domains_and_refusal_before_spending(tmp_path, capsys):
+    """dpopt design writes min_per_stratum and a domain column to the model file (they load back); a release
+    whose sample would put one unit in a stratum is refused before any budget is spent, naming the fix."""
+    pytest.importorskip("opendp")
+    rows = [["person", "state", "region", "income"]]
+    sizes = {"A": 300, "B": 300, "C": 4, "D": 300}
+    region = {"A": "East", "B": "East", "C": "West", "D": "West"}
+    i = 0
+    for s, size in sizes.items():
+        for _ in range(size):
+            rows.append([f"p{i}", s, region[s], 10.0 + (i * 7919 % 41) * (3.0 if s == "C" else 1.0)])
+            i += 1
+    frame = tmp_path / "frame.csv"
+    with frame.open("w", newline="") as fh:
+        csv.writer(fh).writerows(rows)
+    base = ["design", str(frame), "--strata", "state", "--y", "income", "--total", "40", "--epsilon", "1",
+            "--value-range", "0", "200", "--id", "person"]
+    model_path = tmp_path / "m.toml"
+    assert main(base + ["--domains", "region", "--min-per-stratum", "2", "--out", str(model_path)]) == 0
+    capsys.readouterr()
+    model, _ = modelfile.load(model_path)
+    assert model.min_per_stratum == 2 and model.domains == ["East", "East", "West", "West"]
+    # without min_per_stratum the tiny stratum C gets one unit: the release refuses before spending
+    one = tmp_path / "one.toml"
+    assert main(base + ["--out", str(one)]) == 0
+    capsys.readouterr()
+    m1, _ = modelfile.load(one)
+    if int(m1.solve().n[2]) != 1:
+        pytest.skip("the design did not put one unit in stratum C")
+    rc = main(["release", str(one), "--frame", str(frame), "--seed", "5", "--out", str(tmp_path / "out")])
+    assert rc == 2 and not (tmp_path / "out").exists()
+    _one_error_line(capsys, "'C'", "1 sampled unit", "Nothing was spent", "min_per_stratum")

@@ -231,6 +231,7 @@ def release_stratified(model, sample, values, *, ledger: PrivacyLedger | None = 
     _check_sample(model, sample, None)
     Y = _values(model, sample, values)
     n = sample.n
+    _refuse_unestimable_se(model, n)
     if plan is None:
         plan = plan_stratified(model, n, dp=dp, progress=progress)
     else:
@@ -265,6 +266,19 @@ def release_stratified(model, sample, values, *, ledger: PrivacyLedger | None = 
                              list(model.labels), model.N.copy(), np.asarray(n).copy(), est["stratum_mean"],
                              est["stratum_se"], record.epsilon, record, ledger, clamped, est["message"],
                              {"mechanism": mech, "value_range": [lo, hi]})
+
+
+def _refuse_unestimable_se(model, n) -> None:
+    """Before any budget is spent: a stratum with one sampled unit out of several has no estimable sampling
+    variance, so the release would spend ε and publish an estimate without SE or CI."""
+    n = np.asarray(n)
+    single = np.flatnonzero((n == 1) & (model.N > 1))
+    if single.size:
+        names = ", ".join(repr(model.labels[i]) for i in single[:5]) + (", ..." if single.size > 5 else "")
+        raise ValueError(f"stratum/strata {names} would have 1 sampled unit: the sampling variance of such a stratum "
+                         "cannot be estimated, so the release would spend its budget and report no SE or CI. "
+                         "Nothing was spent. Design with min_per_stratum=2 (model file: min_per_stratum = 2; "
+                         "dpopt design --min-per-stratum 2) and draw the sample again")
 
 
 def _check_plan(dp, model, n, plan) -> list[StratumPlan]:
