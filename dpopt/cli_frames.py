@@ -14,6 +14,8 @@ import math
 import sys
 from pathlib import Path
 
+from . import _validate as V
+
 
 def add_commands(sub) -> None:
     d = sub.add_parser("design", help="a stratified design from a sampling frame (CSV): writes a model file")
@@ -41,6 +43,9 @@ def add_commands(sub) -> None:
     r.add_argument("--ledger", default=None,
                    help="audit.json of earlier releases on this population: the new release is charged to it")
     r.add_argument("--confidence", type=float, default=0.95, help="confidence level of the interval (0.95)")
+    r.add_argument("--epsilon-total", type=float, default=None, metavar="E",
+                   help="the per-person total of a planned series of releases (default: the model's epsilon, or "
+                        "the --ledger audit's total, which this may only raise)")
     r.add_argument("--force", action="store_true",
                    help="release into an --out that holds an earlier release: its files are kept, renamed "
                         "audit.N.json, estimate.N.json, sample.N.csv")
@@ -226,6 +231,15 @@ def run_release(args) -> int:
     ledger = None
     if args.ledger:
         ledger = PrivacyLedger.from_audit(Path(args.ledger))
+    if args.epsilon_total is not None:
+        total = V.positive("--epsilon-total", args.epsilon_total)
+        if ledger is None:
+            ledger = PrivacyLedger(total, name=path.stem)
+        elif total < ledger.epsilon_total:
+            raise ValueError(f"--epsilon-total {total:g} is below the ledger's declared total "
+                             f"{ledger.epsilon_total:g}; a ledger's total can only be raised")
+        else:
+            ledger.epsilon_total = total     # a declared policy for a planned series; the audit records it
     sol = model.solve()
     if sol.n is None:
         raise ValueError(f"{path}: the design has no integer solution ({sol.status}: {sol.message})")

@@ -193,3 +193,31 @@ def test_design_min_per_stratum_and_domains_and_refusal_before_spending(tmp_path
     rc = main(["release", str(one), "--frame", str(frame), "--seed", "5", "--out", str(tmp_path / "out")])
     assert rc == 2 and not (tmp_path / "out").exists()
     _one_error_line(capsys, "'C'", "1 sampled unit", "Nothing was spent", "min_per_stratum")
+
+
+def test_a_planned_series_needs_epsilon_total_and_the_refusal_says_why(tmp_path, capsys):
+    """A second release on an overlapping sample (same key, a changed design) is refused with the reason
+    (amplification lost, budgets add up); --epsilon-total raises the declared total for a planned series."""
+    pytest.importorskip("opendp")
+    frame = _write_frame(tmp_path / "frame.csv")
+    m40, m41 = tmp_path / "m40.toml", tmp_path / "m41.toml"
+    for path, total in ((m40, "40"), (m41, "41")):
+        assert main(["design", str(frame), "--strata", "region", "--y", "income", "--total", total, "--epsilon",
+                     "1", "--value-range", "0", "100", "--id", "person", "--out", str(path)]) == 0
+    capsys.readouterr()
+    assert main(["release", str(m40), "--frame", str(frame), "--seed", "77", "--out", str(tmp_path / "a")]) == 0
+    capsys.readouterr()
+    audit = str(tmp_path / "a" / "audit.json")
+    rc = main(["release", str(m41), "--frame", str(frame), "--seed", "77", "--out", str(tmp_path / "b"),
+               "--ledger", audit])
+    assert rc == 2
+    _one_error_line(capsys, "amplification is lost", "--epsilon-total", "no noise was drawn")
+    rc = main(["release", str(m41), "--frame", str(frame), "--seed", "77", "--out", str(tmp_path / "b"),
+               "--ledger", audit, "--epsilon-total", "0.5"])
+    assert rc == 2
+    _one_error_line(capsys, "can only be raised")
+    assert main(["release", str(m41), "--frame", str(frame), "--seed", "77", "--out", str(tmp_path / "b"),
+                 "--ledger", audit, "--epsilon-total", "5"]) == 0
+    capsys.readouterr()
+    booked = json.loads((tmp_path / "b" / "audit.json").read_text())
+    assert booked["epsilon_total"] == 5.0 and 2.0 < booked["epsilon_spent"] <= 5.0

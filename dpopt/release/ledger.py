@@ -390,12 +390,20 @@ class PrivacyLedger:
         eps, delta = self.compose(self.records + [record])
         if eps > self.epsilon_total or delta > self.delta_total:
             spent = self.epsilon_spent
+            # the composed total exceeds spent + this release's own ε when the sample overlaps earlier ones
+            # drawn with the same key: those people's nominal budgets add up without amplification
+            lost = eps > (spent + record.epsilon) * (1 + 1e-12)
             raise BudgetExceeded(
                 f"release {record.name!r} refused: it needs epsilon {record.epsilon:.6g} per person"
                 f"{', delta ' + format(record.delta, '.3g') if record.delta else ''}; with the "
                 f"{spent:.6g} already spent the total would be {eps:.6g} > epsilon_total {self.epsilon_total:g}"
                 + (f" (or delta {delta:.3g} > {self.delta_total:g})" if delta > self.delta_total else "")
-                + "; no noise was drawn")
+                + ("; the total is more than the sum because this sample shares people with earlier releases "
+                   "drawn with the same key but not as the same sample, so for them the subsampling "
+                   "amplification is lost and their nominal budgets add up (docs/release.md, section 6)"
+                   if lost else "")
+                + "; no noise was drawn. A planned series of releases needs a larger epsilon_total "
+                  "(dpopt release --epsilon-total)")
         return eps, delta
 
     def charge(self, record: ReleaseRecord) -> float:
