@@ -264,15 +264,15 @@ def run_release(args) -> int:
     write_new_file_atomically(out / "audit.json", json.dumps(audit, indent=2) + "\n")
     write_new_file_atomically(out / "estimate.json", json.dumps(est, indent=2) + "\n")
     sample.to_csv(out / "sample.csv")
-    if len(ys) == 1:
-        print(f"estimate {est['estimate']:.6g}  se {est['se'] if est['se'] is None else format(est['se'], '.4g')}  "
-              f"{int(round(100 * confidence))}% ci {est['ci']}  epsilon spent {rel.epsilon_spent:.6g} "
-              f"(ledger {rel.ledger.epsilon_spent:.6g} of {rel.ledger.epsilon_total:g})  n {est['n']}")
-    else:
-        for v in ys:
-            print(f"{v}: estimate {est['estimate'][v]:.6g}  se {est['se'][v]}  ci {est['ci'][v]}")
-        print(f"epsilon spent {rel.epsilon_spent:.6g} (ledger {rel.ledger.epsilon_spent:.6g} of "
-              f"{rel.ledger.epsilon_total:g})  n {est['n']}")
+    def num(x, spec):
+        return "n/a" if x is None else format(x, spec)
+
+    for v in est["variables"]:
+        lo, hi = v["ci"]
+        print(f"{v['variable']}: estimate {num(v['estimate'], '.6g')}  se {num(v['se'], '.4g')}  "
+              f"{int(round(100 * confidence))}% ci [{num(lo, '.6g')}, {num(hi, '.6g')}]")
+    print(f"epsilon spent {rel.epsilon_spent:.6g} (ledger {rel.ledger.epsilon_spent:.6g} of "
+          f"{rel.ledger.epsilon_total:g})  n {est['n']}")
     if rel.message:
         print(f"note: {rel.message}")
     print(f"wrote {out / 'estimate.json'}, {out / 'sample.csv'} (confidential), {out / 'audit.json'}")

@@ -62,8 +62,8 @@ def main(argv=None):
     audit = ledger.write_audit(out / "cps_audit.json")
     truth = float(np.clip(frame["wage"].to_numpy(), *VALUE_RANGE).mean())
     region_truth = frame.assign(w=np.clip(frame["wage"], *VALUE_RANGE)).groupby("region", sort=True)["w"].mean()
-    print(f"\nreleased mean weekly wage {rel.estimate[0]:.2f} (SE {rel.se[0]:.2f}, 95% CI "
-          f"[{rel.ci[0, 0]:.2f}, {rel.ci[0, 1]:.2f}]); true clamped mean {truth:.2f}")
+    print(f"\nreleased mean weekly wage {rel.estimate:.2f} (SE {rel.se:.2f}, 95% CI "
+          f"[{rel.ci[0]:.2f}, {rel.ci[1]:.2f}]); true clamped mean {truth:.2f}")
     print(f"epsilon per person: {ledger.epsilon_spent!r} <= {EPSILON} (audit: {audit})")
     _figure(model, sol.n, rel, truth, region_truth.to_numpy(), out)
     _command_line(frame, pilot, out)
@@ -83,7 +83,7 @@ def _figure(model, n, rel, truth, region_truth, out):
     a2.errorbar(x, rel.stratum_mean[:, 0], yerr=half, fmt="o", color="tab:red", capsize=4,
                 label="released (95% CI)")
     a2.plot(x, region_truth, "k_", markersize=18, label="true clamped mean")
-    err = [[rel.estimate[0] - rel.ci[0, 0]], [rel.ci[0, 1] - rel.estimate[0]]]
+    err = [[rel.estimate - rel.ci[0]], [rel.ci[1] - rel.estimate]]
     a2.errorbar([model.k + 0.5], rel.estimate, yerr=err, fmt="s", color="tab:purple", capsize=4, label="all regions")
     a2.plot([model.k + 0.5], [truth], "k_", markersize=18)
     a2.set_xticks(list(x) + [model.k + 0.5], list(model.labels) + ["all"])
@@ -109,7 +109,8 @@ def _command_line(frame, pilot, out):
     if rc != 0:
         raise SystemExit(f"dpopt release failed ({rc})")
     est = json.loads((out / "cps_release" / "estimate.json").read_text())
-    print(f"CLI release: {est['estimate']:.2f} (SE {est['se']:.2f}), epsilon spent {est['epsilon_spent']!r}")
+    wage = est["variables"][0]
+    print(f"CLI release: {wage['estimate']:.2f} (SE {wage['se']:.2f}), epsilon spent {est['epsilon_spent']!r}")
 
 
 if __name__ == "__main__":

@@ -53,9 +53,10 @@ def test_design_then_release(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert rc == 0 and "estimate" in printed
     est = json.loads((tmp_path / "out" / "estimate.json").read_text())
-    for key in ("estimate", "se", "ci", "epsilon_spent", "n"):
-        assert key in est
-    assert est["n"] == 200 and len(est["ci"]) == 2 and est["ci"][0] < est["estimate"] < est["ci"][1]
+    assert est["format"] == "dpopt-stratified-estimate/1" and len(est["variables"]) == 1
+    v = est["variables"][0]
+    assert v["variable"] == "income" and v["value_range"] == [0.0, 100.0]
+    assert est["n"] == 200 and len(v["ci"]) == 2 and v["ci"][0] < v["estimate"] < v["ci"][1]
     assert 0 < est["epsilon_spent"] <= 1.0 and [s["stratum"] for s in est["strata"]] == model.labels
     sample = read_csv(tmp_path / "out" / "sample.csv")
     frame_rows = read_csv(frame)

@@ -65,8 +65,8 @@ def test_coverage_and_unbiasedness_by_monte_carlo(mechanism):
     for r in range(R):
         sample = draw_stratified(frame, model, n, strata="stratum", id="id", seed=r)
         rel = release_stratified(model, sample, sample.values(frame, "y"), plan=plan)
-        est[r], se[r] = rel.estimate[0], rel.se[0]
-        cover += rel.ci[0, 0] <= truth <= rel.ci[0, 1]
+        est[r], se[r] = rel.estimate, rel.se
+        cover += rel.ci[0] <= truth <= rel.ci[1]
     sd = est.std(ddof=1)
     assert abs(est.mean() - truth) <= 4 * sd / math.sqrt(R)
     assert abs(cover / R - 0.95) <= 0.035, cover / R
@@ -420,3 +420,29 @@ def test_dpopt_release_is_the_package_and_the_old_call_warns():
     with pytest.warns(DeprecationWarning, match="dpopt.simulate.hierarchy.release"):
         old = dpopt.release(h, [0.3, 0.3, 0.4], 11)
     assert all(np.array_equal(a, b) for a, b in zip(old, simulate(h, [0.3, 0.3, 0.4], 11)))
+
+
+def test_outputs_are_scalars_for_one_variable_and_one_schema_for_any():
+    """One variable: estimate/se are floats and ci a (low, high) pair; two: dicts by variable. to_dict has the
+    same keys either way (docs/release.md), and a JSON round trip keeps it."""
+    rng = np.random.default_rng(3)
+    frame = {"s": ["a"] * 60 + ["b"] * 60, "id": [f"u{i}" for i in range(120)],
+             "y": rng.uniform(0, 10, 120).tolist(), "z": rng.uniform(0, 1, 120).tolist()}
+    keys = None
+    for ys in (["y"], ["y", "z"]):
+        m = StratifiedDesign.from_frame(frame, "s", ys if len(ys) > 1 else ys[0], total=20, epsilon=2.0,
+                                        value_range=(0, 10))
+        s = draw_stratified(frame, m, m.solve().n, strata="s", id="id", seed=4)
+        rel = release_stratified(m, s, np.column_stack([s.values(frame, c) for c in ys]))
+        if len(ys) == 1:
+            assert isinstance(rel.estimate, float) and isinstance(rel.se, float)
+            assert isinstance(rel.ci, tuple) and rel.ci[0] < rel.estimate < rel.ci[1]
+        else:
+            assert set(rel.estimate) == {"y", "z"} and rel.ci["z"][0] < rel.estimate["z"] < rel.ci["z"][1]
+        d = json.loads(json.dumps(rel.to_dict()))
+        assert d["format"] == "dpopt-stratified-estimate/1"
+        assert [v["variable"] for v in d["variables"]] == ys
+        assert d["variables"][0]["estimate"] == pytest.approx(float(rel.estimates[0]))
+        assert keys is None or set(d) == keys
+        keys = set(d)
+        assert set(d["strata"][0]) == {"stratum", "N", "n", "mean", "se"} and set(d["strata"][0]["mean"]) == set(ys)

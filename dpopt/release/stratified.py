@@ -106,12 +106,16 @@ def _bar(what: str, done: int, total: int) -> None:
 @dataclass
 class StratifiedRelease:
     """A released stratified estimate: per variable the estimate, standard error and confidence interval,
-    per stratum the noisy means, and the privacy record (also in the ledger)."""
+    per stratum the noisy means, and the privacy record (also in the ledger).
+
+    ``estimate``, ``se`` and ``ci`` are a number, a number and a (low, high) pair for one study variable, and
+    dicts by variable name for several; ``estimates``, ``ses`` and ``cis`` always hold the arrays (J, J, J×2).
+    """
 
     variables: list[str]
-    estimate: np.ndarray
-    se: np.ndarray
-    ci: np.ndarray
+    estimates: np.ndarray
+    ses: np.ndarray
+    cis: np.ndarray
     confidence: float
     labels: list[str]
     N: np.ndarray
@@ -125,36 +129,46 @@ class StratifiedRelease:
     message: str = ""
     details: dict[str, Any] = field(default_factory=dict)
 
+    def _per_variable(self, values):
+        return values[0] if len(self.variables) == 1 else dict(zip(self.variables, values))
+
+    @property
+    def estimate(self):
+        return self._per_variable([float(x) for x in self.estimates])
+
+    @property
+    def se(self):
+        return self._per_variable([float(x) for x in self.ses])
+
+    @property
+    def ci(self):
+        return self._per_variable([(float(lo), float(hi)) for lo, hi in self.cis])
+
     def __repr__(self) -> str:
         v = self.variables[0]
-        return (f"StratifiedRelease({v}: estimate={self.estimate[0]:.6g}, se={self.se[0]:.3g}, "
-                f"{int(round(100 * self.confidence))}% ci=[{self.ci[0, 0]:.6g}, {self.ci[0, 1]:.6g}], "
+        return (f"StratifiedRelease({v}: estimate={self.estimates[0]:.6g}, se={self.ses[0]:.3g}, "
+                f"{int(round(100 * self.confidence))}% ci=[{self.cis[0, 0]:.6g}, {self.cis[0, 1]:.6g}], "
                 f"epsilon_spent={self.epsilon_spent:.6g}, n={int(self.n.sum())})")
 
     def to_dict(self) -> dict[str, Any]:
-        """The public release (estimate.json): no sampled ids, no clamping counts."""
-        def one(j):
-            return {"estimate": float(self.estimate[j]), "se": _num(self.se[j]),
-                    "ci": [_num(self.ci[j, 0]), _num(self.ci[j, 1])]}
-        out: dict[str, Any] = {}
-        if len(self.variables) == 1:
-            out.update(one(0))
-            out["variable"] = self.variables[0]
-        else:
-            parts = {v: one(j) for j, v in enumerate(self.variables)}
-            out.update({k: {v: parts[v][k] for v in self.variables} for k in ("estimate", "se", "ci")})
-            out["variables"] = list(self.variables)
-        out.update({"confidence": self.confidence, "epsilon_spent": self.epsilon_spent,
-                    "epsilon_target": self.record.target_epsilon, "n": int(self.n.sum()),
-                    "N": int(self.N.sum()), "mechanism": self.details.get("mechanism"),
-                    "strata": [{"stratum": lab, "N": int(self.N[h]), "n": int(self.n[h]),
-                                "mean": [float(x) for x in self.stratum_mean[h]] if len(self.variables) > 1
-                                else float(self.stratum_mean[h, 0]),
-                                "se": [_num(x) for x in self.stratum_se[h]] if len(self.variables) > 1
-                                else _num(self.stratum_se[h, 0])}
-                               for h, lab in enumerate(self.labels)]})
-        if self.message:
-            out["message"] = self.message
+        """The public release (``estimate.json``, schema ``dpopt-stratified-estimate/1`` in docs/release.md):
+        the same keys for one variable or several; no sampled ids, no clamping counts. Numbers that are not
+        finite (an SE that cannot be estimated) are null."""
+        value_range = self.details.get("value_range")
+        out: dict[str, Any] = {
+            "format": ESTIMATE_FORMAT,
+            "variables": [{"variable": v, "estimate": _num(self.estimates[j]), "se": _num(self.ses[j]),
+                           "ci": [_num(self.cis[j, 0]), _num(self.cis[j, 1])],
+                           "value_range": None if value_range is None else [float(x) for x in value_range]}
+                          for j, v in enumerate(self.variables)],
+            "confidence": self.confidence, "epsilon_spent": self.epsilon_spent,
+            "epsilon_target": self.record.target_epsilon, "n": int(self.n.sum()), "N": int(self.N.sum()),
+            "mechanism": self.details.get("mechanism"),
+            "strata": [{"stratum": lab, "N": int(self.N[h]), "n": int(self.n[h]),
+                        "mean": {v: _num(self.stratum_mean[h, j]) for j, v in enumerate(self.variables)},
+                        "se": {v: _num(self.stratum_se[h, j]) for j, v in enumerate(self.variables)}}
+                       for h, lab in enumerate(self.labels)],
+            "message": self.message or None}
         return out
 
     def to_frame(self):
@@ -170,6 +184,10 @@ class StratifiedRelease:
                 rows["mean"].append(float(self.stratum_mean[h, j]))
                 rows["se"].append(float(self.stratum_se[h, j]))
         return to_pandas(rows)
+
+
+#: the schema of StratifiedRelease.to_dict / estimate.json (docs/release.md)
+ESTIMATE_FORMAT = "dpopt-stratified-estimate/1"
 
 
 def _num(x):
