@@ -208,8 +208,9 @@ class Solution:
                 continue
             if isinstance(v, np.ndarray):
                 per_row = v.ndim == 1 and v.size == size and v.dtype.kind in "biuf"
-            else:
-                per_row = isinstance(v, (list, tuple)) and len(v) == size and all(map(_is_number, v))
+            else:   # numbers, or names (a stratum's domain)
+                per_row = isinstance(v, (list, tuple)) and len(v) == size and (
+                    all(map(_is_number, v)) or all(isinstance(e, str) for e in v))
             if per_row:
                 cols[k] = np.asarray(v)
         return name, index, cols

@@ -126,3 +126,22 @@ def test_repr_html_escapes_and_needs_no_pandas(monkeypatch):
     assert "<script>" not in bad._repr_html_() and "&lt;script&gt;" in bad._repr_html_()
     big = dpopt.StratifiedDesign(N=[100] * 30, sigma2=[1.0] * 30, total=300, epsilon=1.0).solve()
     assert "10 more rows" in big._repr_html_()
+
+
+def test_stratified_to_frame_carries_the_reports_columns():
+    """One row per stratum with what the report shows, each column checked against its formula."""
+    import dpopt
+    N, s2 = np.array([100, 200, 300]), np.array([1.0, 2.0, 3.0])
+    m = dpopt.StratifiedDesign(N, s2, 30, 1.0, labels=["a", "b", "c"], domains=["x", "x", "y"])
+    sol = m.solve()
+    f = sol.to_frame()
+    assert list(f.index) == ["a", "b", "c"] and list(f["domain"]) == ["x", "x", "y"]
+    n = sol.n.astype(float)
+    eps_n = np.log1p(np.expm1(1.0) * N / n)                      # amplified nominal budget (docs/privacy.md)
+    np.testing.assert_allclose(f["rate"], n / N, rtol=1e-15)
+    np.testing.assert_allclose(f["epsilon_nominal"], eps_n, rtol=1e-12)
+    np.testing.assert_allclose(f["noise_scale"], 1.0 / eps_n, rtol=1e-12)       # Laplace scale Δ/ε, Δ = 1
+    np.testing.assert_allclose(f["sampling_var"], N ** 2 * s2 / n, rtol=1e-12)
+    np.testing.assert_allclose(f["noise_var"], N ** 2 * 2 / eps_n ** 2 / n, rtol=1e-12)
+    np.testing.assert_allclose(f["share"].sum(), 1.0, rtol=1e-12)
+    assert f.attrs["objective"] == pytest.approx(float((f["sampling_var"] + f["noise_var"]).sum()), rel=1e-12)

@@ -903,13 +903,45 @@ class StratifiedDesign(Model):
         return honest_status(sol, rel_gap)
 
     def describe_point(self, sol: Solution, pt) -> None:
-        """Fill the report details of a point: precision targets, binding constraints, cost, warnings."""
+        """Fill the report details of a point: per stratum what the report shows (so ``Solution.to_frame()``
+        carries it), precision targets, binding constraints, cost, warnings."""
+        for key, column in self.stratum_columns(pt).items():
+            sol.details.setdefault(key, column)
         if self.precision_targets:
             sol.details.setdefault("precision", self.precision_report(pt))
         if self.constraints:
             sol.details.setdefault("constraints", self.constraint_report(pt))
         if self.cost is not None:
             sol.details.setdefault("cost", float(self.cost @ np.asarray(pt, dtype=float)))
+
+    def stratum_columns(self, pt) -> dict:
+        """Per stratum at the point ``pt``: domain, N, S² (per variable with several), sampling rate, nominal ε,
+        noise scale, the sampling and noise parts of the objective and the stratum's share of it."""
+        x = np.asarray(pt, dtype=float)
+        b = self.variance_breakdown(x)
+        nb = self.nominal_budgets(x)
+        out: dict = {}
+        if self.domains is not None:
+            out["domain"] = list(self.domains)
+        out["N"] = self.N.copy()
+        if self.J == 1:
+            out["sigma2"] = self.sigma2.copy()
+        else:
+            for j, v in enumerate(self.variables):
+                out[f"sigma2_{v}"] = self.sigma2_matrix[:, j].copy()
+        out["rate"] = nb["rate"]
+        out["epsilon_nominal"] = nb["epsilon"]
+        scale = np.asarray(nb["scale"])
+        if scale.ndim == 1:
+            out["noise_scale"] = scale
+        else:
+            for j, v in enumerate(self.variables):
+                out[f"noise_scale_{v}"] = scale[:, j]
+        out["sampling_var"] = b["sampling"]
+        out["noise_var"] = b["noise"]
+        total = float(b["total"])
+        out["share"] = (b["sampling"] + b["noise"]) / total if total > 0 else np.zeros(self.k)
+        return out
 
     def constraint_report(self, n) -> list[dict]:
         """Each linear constraint row's left-hand side, right-hand side and whether it binds."""
