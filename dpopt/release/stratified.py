@@ -17,12 +17,12 @@ the confidence interval is Ȳ̂ ± z·√(Σ W_h² v_h). Everything after the no
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from ..progress import progress_iter
 from . import _opendp
 from .ledger import BudgetExceeded, Cell, Measurement, Part, PrivacyLedger, ReleaseRecord, nominal_within, sample_identity
 
@@ -65,7 +65,7 @@ def plan_stratified(model, n, *, dp=None, progress: bool = False) -> list[Stratu
     eps = float(model.epsilon)
     delta_in = float(model.sensitivity)
     plans = []
-    for h in range(model.k):
+    for h in progress_iter(range(model.k), "plan", progress):
         Nh, nh = int(model.N[h]), int(n[h])
         if nh < 1:
             raise ValueError(f"stratum {model.labels[h]!r} has n = 0: every stratum needs a sample to be estimated")
@@ -92,15 +92,9 @@ def plan_stratified(model, n, *, dp=None, progress: bool = False) -> list[Stratu
         plans.append(StratumPlan(model.labels[h], Nh, nh, eps, target, scales, spent,
                                  [_opendp.variance_at_scale(mech, s) for s in scales], ours, theirs,
                                  mech, delta_in, [float(x) for x in model.shares]))
-        if progress:
-            _bar("plan", h + 1, model.k)
     return plans
 
 
-def _bar(what: str, done: int, total: int) -> None:
-    frac = done / max(total, 1)
-    print(f"\r{what:8s} [{'#' * int(30 * frac):<30s}] {done}/{total}", end="" if done < total else "\n",
-          file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -270,15 +264,13 @@ def release_stratified(model, sample, values, *, ledger: PrivacyLedger | None = 
     Yc = np.clip(Y, lo, hi)
     clamped = np.zeros((model.k, model.J), dtype=np.int64)
     Z = np.empty_like(Yc)
-    for h, p in enumerate(plan):
+    for h, p in enumerate(progress_iter(plan, "release", progress)):
         rows = np.flatnonzero(sample.stratum == h)
         for j in range(model.J):
             clamped[h, j] = int(np.sum(Yc[rows, j] != Y[rows, j]))
             vals = Yc[rows, j]
             Z[rows, j] = _opendp.privatise(dp, mech, p.scales[j], vals.astype(np.int64).tolist()
                                            if mech in ("dlap", "tulap") else vals.tolist())
-        if progress:
-            _bar("release", h + 1, model.k)
     est = estimate_stratified(Z, sample.stratum, model.N, n, np.array([p.noise_variance for p in plan]), confidence)
     return StratifiedRelease(list(model.variables), est["estimate"], est["se"], est["ci"], confidence,
                              list(model.labels), model.N.copy(), np.asarray(n).copy(), est["stratum_mean"],

@@ -9,13 +9,13 @@ the consistency step).
 
 from __future__ import annotations
 
-import sys
 
 import numpy as np
 
 from .. import _validate as V
 from .._deprecated import renamed
 from ..models.tree import Hierarchy
+from ..progress import progress_bar
 
 
 #: values per array of one simulated batch by default (8e6 doubles = 64 MB; a batch holds a few such arrays
@@ -158,23 +158,19 @@ def simulate_hierarchy(hierarchy: Hierarchy, epsilon_per_level, trials: int = 10
     s3 = [np.zeros(c.size) for c in hierarchy.counts]
     s4 = [np.zeros(c.size) for c in hierarchy.counts]
     done = 0
-    while done < T:
-        b = min(batch, T - done)
-        rel = release(hierarchy, epsilon_per_level, rng, consistency, sensitivity, trials=b)
-        for l in range(L):
-            y = rel[l] - hierarchy.counts[l][None, :]
-            y2 = y * y
-            s1[l] += y.sum(0)
-            s2[l] += y2.sum(0)
-            s3[l] += (y2 * y).sum(0)
-            s4[l] += (y2 * y2).sum(0)
-        done += b
-        if progress:
-            frac = done / T
-            bar = "#" * int(30 * frac)
-            print(f"\rmonte carlo [{bar:<30s}] {done}/{T}", end="", file=sys.stderr, flush=True)
-    if progress:
-        print(file=sys.stderr)
+    with progress_bar(T, "monte carlo", progress) as bar:   # closed on an interrupt too
+        while done < T:
+            b = min(batch, T - done)
+            rel = release(hierarchy, epsilon_per_level, rng, consistency, sensitivity, trials=b)
+            for l in range(L):
+                y = rel[l] - hierarchy.counts[l][None, :]
+                y2 = y * y
+                s1[l] += y.sum(0)
+                s2[l] += y2.sum(0)
+                s3[l] += (y2 * y).sum(0)
+                s4[l] += (y2 * y2).sum(0)
+            done += b
+            bar.update(b)
     out = {"trials": T, "consistency": bool(consistency), "bias": [], "bias_se": [], "var_node": [],
            "var_node_se": [], "bias2": np.zeros(L), "variance": np.zeros(L), "bias2_se": np.zeros(L),
            "variance_se": np.zeros(L)}

@@ -20,8 +20,6 @@ The smooth sensitivity of all draws is computed at once by a monotone-argmax div
 from __future__ import annotations
 
 import math
-import sys
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +28,7 @@ import numpy as np
 from .. import _validate as V
 from ..privacy.amplification import nominal_epsilon
 from ..privacy.mechanisms import laplace_variance
+from ..progress import progress_bar
 
 STATISTICS = ("mean", "median")
 #: largest |value| of a population: squared errors and noise variances (up to (2·range/ε)², ε ≥ 1e-6)
@@ -171,27 +170,6 @@ def smooth_beta(epsilon, delta):
 
 
 # ---------------------------------------------------------------------------------- simulation
-class _Progress:
-    def __init__(self, total: int, enabled: bool, label: str = "simulate"):
-        self.total, self.done, self.enabled, self.label = max(1, total), 0, enabled, label
-        self.t0 = time.perf_counter()
-        self._draw()
-
-    def step(self, k: int = 1):
-        self.done += k
-        self._draw()
-
-    def _draw(self):
-        if not self.enabled:
-            return
-        frac = self.done / self.total
-        bar = "#" * int(30 * frac) + "-" * (30 - int(30 * frac))
-        sys.stderr.write(f"\r{self.label} [{bar}] {self.done}/{self.total} {time.perf_counter() - self.t0:.1f}s")
-        if self.done >= self.total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
-
-
 @dataclass
 class SimulationResult:
     """MSE of the released statistic versus sampling rate (rows: ε, columns: rates)."""
@@ -262,80 +240,80 @@ def simulate_sample_size(population, epsilons, rates, statistic: str = "median",
     E, Rn = eps.size, r.size
     mse, mse_rb, se_rb, ratio = (np.empty((E, Rn)) for _ in range(4))
     pop_exact, pop_mc = np.empty(E), np.empty(E)
-    prog = _Progress(E * (Rn + 1), progress)
-    if stat == "mean":
-        R = float(pop[-1] - pop[0]) if value_range is None else check_value_range(value_range)
-        if R == 0:
-            raise ValueError("population is constant (max = min), so the mean's sensitivity R/n is 0 and every "
-                             "release is exact; give value_range (the known range of the values) to study it")
-        theta = float(np.mean(pop))
-        d = 0.0 if delta is None else V.probability("delta", delta)
-    else:
-        theta = float(pop[(N + 1) // 2 - 1])
-        d = 1.0 / (2 * N) if delta is None else V.probability("delta", delta)
-        if d <= 0:
-            raise ValueError("the smooth-sensitivity median needs delta > 0")
-        if bounds is None:
-            lo, hi = float(pop[0]), float(pop[-1])
-        else:
-            b = V.vector("bounds", bounds, length=2)
-            lo, hi = float(b[0]), float(b[1])
-        if lo > pop[0] or hi < pop[-1]:
-            raise ValueError("bounds must contain every population value")
-        if hi == lo:
-            raise ValueError("population is constant and bounds = (min, max) has zero width: the median's smooth "
-                             "sensitivity is 0 and every release is exact; give wider bounds to study it")
-        if max(abs(lo), abs(hi)) > VALUE_MAX:
-            raise ValueError(f"bounds must lie within ±{VALUE_MAX:g}, got {(lo, hi)}")
-    for ie, e in enumerate(eps):
-        # population release
-        # Laplace noise of scale Δ/ε: Δ = R/N for the mean, twice the smooth sensitivity for the median
+    with progress_bar(E * (Rn + 1), "simulate", progress) as prog:   # closed on an interrupt too
         if stat == "mean":
-            ss_pop = R / N
-            sens_pop = ss_pop
+            R = float(pop[-1] - pop[0]) if value_range is None else check_value_range(value_range)
+            if R == 0:
+                raise ValueError("population is constant (max = min), so the mean's sensitivity R/n is 0 and every "
+                                 "release is exact; give value_range (the known range of the values) to study it")
+            theta = float(np.mean(pop))
+            d = 0.0 if delta is None else V.probability("delta", delta)
         else:
-            ss_pop = float(smooth_sensitivity_median(pop, smooth_beta(e, d), lo, hi))
-            sens_pop = 2.0 * ss_pop
-        b_pop = sens_pop / e
-        pop_exact[ie] = laplace_variance(e, sens_pop)[0]
-        pop_mc[ie] = float(np.mean(rng.laplace(0.0, b_pop, draws) ** 2))
-        prog.step()
-        for jr, nn in enumerate(n):
-            nn = int(nn)
-            e_n = float(nominal_epsilon(e, nn / N))
-            d_n = N * d / nn
-            if stat == "median" and d_n >= 1:
-                raise ValueError(f"delta_n = N*delta/n = {d_n:g} >= 1 at n = {nn}; lower delta")
-            batch = max(1, min(draws, max_batch_elements // max(nn, 1)))
-            err2, noise_var, released2, sens = [], [], [], []
-            for start in range(0, draws, batch):
-                B = min(batch, draws - start)
-                if nn == N:
-                    Y = np.broadcast_to(pop, (B, N))
-                else:
-                    idx = np.sort(np.stack([rng.choice(N, nn, replace=False) for _ in range(B)]), axis=1)
-                    Y = pop[idx]
-                if stat == "mean":
-                    est = Y.mean(axis=1)
-                    s = np.full(B, R / nn)
-                    sens_n = s
-                else:
-                    est = Y[:, (nn + 1) // 2 - 1]
-                    s = smooth_sensitivity_median(Y, smooth_beta(e_n, d_n), lo, hi)
-                    sens_n = 2.0 * s
-                noise = rng.laplace(0.0, 1.0, B) * (sens_n / e_n)
-                err2.append((est - theta) ** 2)
-                noise_var.append(laplace_variance(e_n, sens_n)[0])
-                released2.append((est + noise - theta) ** 2)
-                sens.append(s / ss_pop)
-            err2, noise_var = np.concatenate(err2), np.concatenate(noise_var)
-            rb = err2 + noise_var
-            mse[ie, jr] = float(np.mean(np.concatenate(released2)))
-            mse_rb[ie, jr] = float(np.mean(rb))
-            scale = float(np.max(np.abs(rb))) or 1.0      # rb up to ~1e212: its square would overflow
-            se_rb[ie, jr] = float(np.std(rb / scale, ddof=1) * scale / math.sqrt(draws)) if draws > 1 else float("nan")
-            ratio[ie, jr] = float(np.median(np.concatenate(sens)))
-            prog.step()
+            theta = float(pop[(N + 1) // 2 - 1])
+            d = 1.0 / (2 * N) if delta is None else V.probability("delta", delta)
+            if d <= 0:
+                raise ValueError("the smooth-sensitivity median needs delta > 0")
+            if bounds is None:
+                lo, hi = float(pop[0]), float(pop[-1])
+            else:
+                b = V.vector("bounds", bounds, length=2)
+                lo, hi = float(b[0]), float(b[1])
+            if lo > pop[0] or hi < pop[-1]:
+                raise ValueError("bounds must contain every population value")
+            if hi == lo:
+                raise ValueError("population is constant and bounds = (min, max) has zero width: the median's smooth "
+                                 "sensitivity is 0 and every release is exact; give wider bounds to study it")
+            if max(abs(lo), abs(hi)) > VALUE_MAX:
+                raise ValueError(f"bounds must lie within ±{VALUE_MAX:g}, got {(lo, hi)}")
+        for ie, e in enumerate(eps):
+            # population release
+            # Laplace noise of scale Δ/ε: Δ = R/N for the mean, twice the smooth sensitivity for the median
+            if stat == "mean":
+                ss_pop = R / N
+                sens_pop = ss_pop
+            else:
+                ss_pop = float(smooth_sensitivity_median(pop, smooth_beta(e, d), lo, hi))
+                sens_pop = 2.0 * ss_pop
+            b_pop = sens_pop / e
+            pop_exact[ie] = laplace_variance(e, sens_pop)[0]
+            pop_mc[ie] = float(np.mean(rng.laplace(0.0, b_pop, draws) ** 2))
+            prog.update()
+            for jr, nn in enumerate(n):
+                nn = int(nn)
+                e_n = float(nominal_epsilon(e, nn / N))
+                d_n = N * d / nn
+                if stat == "median" and d_n >= 1:
+                    raise ValueError(f"delta_n = N*delta/n = {d_n:g} >= 1 at n = {nn}; lower delta")
+                batch = max(1, min(draws, max_batch_elements // max(nn, 1)))
+                err2, noise_var, released2, sens = [], [], [], []
+                for start in range(0, draws, batch):
+                    B = min(batch, draws - start)
+                    if nn == N:
+                        Y = np.broadcast_to(pop, (B, N))
+                    else:
+                        idx = np.sort(np.stack([rng.choice(N, nn, replace=False) for _ in range(B)]), axis=1)
+                        Y = pop[idx]
+                    if stat == "mean":
+                        est = Y.mean(axis=1)
+                        s = np.full(B, R / nn)
+                        sens_n = s
+                    else:
+                        est = Y[:, (nn + 1) // 2 - 1]
+                        s = smooth_sensitivity_median(Y, smooth_beta(e_n, d_n), lo, hi)
+                        sens_n = 2.0 * s
+                    noise = rng.laplace(0.0, 1.0, B) * (sens_n / e_n)
+                    err2.append((est - theta) ** 2)
+                    noise_var.append(laplace_variance(e_n, sens_n)[0])
+                    released2.append((est + noise - theta) ** 2)
+                    sens.append(s / ss_pop)
+                err2, noise_var = np.concatenate(err2), np.concatenate(noise_var)
+                rb = err2 + noise_var
+                mse[ie, jr] = float(np.mean(np.concatenate(released2)))
+                mse_rb[ie, jr] = float(np.mean(rb))
+                scale = float(np.max(np.abs(rb))) or 1.0      # rb up to ~1e212: its square would overflow
+                se_rb[ie, jr] = float(np.std(rb / scale, ddof=1) * scale / math.sqrt(draws)) if draws > 1 else float("nan")
+                ratio[ie, jr] = float(np.median(np.concatenate(sens)))
+                prog.update()
     return SimulationResult(statistic=stat, epsilons=eps, rates=r, n=n, N=N, delta=d, draws=draws, mse=mse,
                             mse_rb=mse_rb, se_rb=se_rb, mse_population=pop_exact, mse_population_mc=pop_mc,
                             sensitivity_ratio=ratio, seed=seed)
