@@ -446,3 +446,28 @@ def test_outputs_are_scalars_for_one_variable_and_one_schema_for_any():
         assert keys is None or set(d) == keys
         keys = set(d)
         assert set(d["strata"][0]) == {"stratum", "N", "n", "mean", "se"} and set(d["strata"][0]["mean"]) == set(ys)
+
+
+def test_a_release_that_would_tell_nothing_warns_before_spending():
+    """A tiny budget on a small sample: the planned interval (from the design's S² and OpenDP's noise
+    variance, written here from docs/release.md) is wider than the value range, so it warns."""
+    import warnings
+
+    from scipy.stats import norm
+
+    rng = np.random.default_rng(1)
+    frame = {"s": ["a"] * 50 + ["b"] * 50, "id": [f"u{i}" for i in range(100)], "y": rng.uniform(0, 10, 100).tolist()}
+    m = StratifiedDesign.from_frame(frame, "s", "y", total=10, epsilon=0.05, value_range=(0, 10))
+    n = m.solve().n
+    s = draw_stratified(frame, m, n, strata="s", id="id", seed=2)
+    plan = plan_stratified(m, n)
+    W, f = m.N / m.N.sum(), n / m.N
+    se = math.sqrt(sum(W[h] ** 2 * ((1 - f[h]) * m.sigma2[h] + plan[h].noise_variance[0]) / n[h] for h in range(2)))
+    assert 2 * norm.ppf(0.975) * se > 10          # the oracle: the interval is wider than the range
+    with pytest.warns(UserWarning, match="wider than its value range"):
+        release_stratified(m, s, s.values(frame, "y"), plan=plan)
+    big = StratifiedDesign.from_frame(frame, "s", "y", total=60, epsilon=5.0, value_range=(0, 10))
+    s2 = draw_stratified(frame, big, big.solve().n, strata="s", id="id", seed=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        release_stratified(big, s2, s2.values(frame, "y"))

@@ -248,6 +248,7 @@ def release_stratified(model, sample, values, *, ledger: PrivacyLedger | None = 
         plan = plan_stratified(model, n, dp=dp, progress=progress)
     else:
         plan = _check_plan(dp, model, n, plan)
+    _warn_if_useless(model, n, plan, confidence)
     ledger = ledger if ledger is not None else PrivacyLedger(model.epsilon, name=name or model.name)
     identity = sample_identity(sample)
     cells = []
@@ -276,6 +277,28 @@ def release_stratified(model, sample, values, *, ledger: PrivacyLedger | None = 
                              list(model.labels), model.N.copy(), np.asarray(n).copy(), est["stratum_mean"],
                              est["stratum_se"], record.epsilon, record, ledger, clamped, est["message"],
                              {"mechanism": mech, "value_range": [lo, hi]})
+
+
+def _warn_if_useless(model, n, plan, confidence: float) -> None:
+    """Before any budget is spent: warn when the planned SE (the design's S_h², OpenDP's noise variance)
+    gives a confidence interval wider than the value range itself, i.e. an estimate that says less than
+    the range the responses are clamped to."""
+    import warnings
+    from scipy.stats import norm
+
+    n = np.asarray(n, dtype=float)
+    W, f = model.N / model.N.sum(), n / model.N
+    gamma2 = np.array([p.noise_variance for p in plan])                    # k × J
+    S2 = model.sigma2_matrix
+    se = np.sqrt(np.sum((W ** 2 / n)[:, None] * ((1 - f)[:, None] * S2 + gamma2), axis=0))
+    width = 2 * float(norm.ppf(0.5 + confidence / 2)) * se
+    lo, hi = model.value_range
+    for j, v in enumerate(model.variables):
+        if width[j] > hi - lo:
+            warnings.warn(f"variable {v!r}: the planned {confidence:.0%} interval is {width[j]:.4g} wide (SE "
+                          f"{se[j]:.4g}), wider than its value range [{lo:g}, {hi:g}]: the release would tell "
+                          "less than the range itself. A narrower value_range, a larger sample or budget, or a "
+                          "larger share of the budget for this variable helps", UserWarning, stacklevel=3)
 
 
 def _refuse_unestimable_se(model, n) -> None:
