@@ -118,50 +118,20 @@ def write_new_file_atomically(path: Path, text: str) -> None:
 
 
 # ---------------------------------------------------------------------------------- design
-def _toml_value(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        if not math.isfinite(v):
-            raise ValueError(f"cannot write a non-finite number ({v}) to a model file")
-        return repr(v)
-    if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False)     # a JSON string is a TOML basic string
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    raise TypeError(f"cannot write {type(v).__name__} to a model file")
-
-
 def design_toml(model, *, source: str, columns: dict, sigma2_from: str) -> str:
-    """The model file text of a stratified design made from a frame."""
-    lines = [f"# written by dpopt design from {source}",
-             f"# sigma2: variances of {columns['y']} from the {sigma2_from}"
-             + (" (values clamped to value_range, as the release clamps them)"
-                if (getattr(model, "frame_columns", None) or {}).get("sigma2_clamped_to") else "")
-             + (" (the design then reads the confidential values; a public pilot avoids that, docs/release.md)"
-                if sigma2_from == "frame" else ""),
-             'family = "stratified"']
-    if model.name:
-        lines.append(f"name = {_toml_value(model.name)}")
-    lines += [f"total = {model.total}", f"epsilon = {_toml_value(model.epsilon)}",
-              f"mechanism = {_toml_value(model.mechanism.name)}"]
-    if model.value_range is not None:
-        lines.append(f"value_range = {_toml_value([float(x) for x in model.value_range])}")
-    if model.variables != ["y"]:
-        lines.append(f"variables = {_toml_value(model.variables)}")
-    if model.min_per_stratum is not None:
-        lines.append(f"min_per_stratum = {int(model.min_per_stratum)}")
-    lines += ["", "[strata]", f"label = {_toml_value(model.labels)}", f"N = {_toml_value(model.N.tolist())}"]
-    if model.domains is not None:
-        lines.append(f"domain = {_toml_value([str(x) for x in model.domains])}")
-    if model.J == 1:
-        lines.append(f"sigma2 = {_toml_value([float(x) for x in model.sigma2])}")
-    else:
-        lines.append(f"sigma2 = {_toml_value([[float(x) for x in row] for row in model.sigma2_matrix])}")
-    lines += ["", "[release]"] + [f"{k} = {_toml_value(v)}" for k, v in columns.items()]
-    return "\n".join(lines) + "\n"
+    """The model file text of a stratified design made from a frame (:func:`dpopt.io.writer.to_toml`'s keys,
+    with comments on where the variances came from and the ``[release]`` table of frame columns)."""
+    from .io.writer import dumps, model_to_dict
+
+    clamped = (getattr(model, "frame_columns", None) or {}).get("sigma2_clamped_to")
+    comments = [f"written by dpopt design from {source}",
+                f"sigma2: variances of {columns['y']} from the {sigma2_from}"
+                + (" (values clamped to value_range, as the release clamps them)" if clamped else "")
+                + (" (the design then reads the confidential values; a public pilot avoids that, docs/release.md)"
+                   if sigma2_from == "frame" else "")]
+    data = model_to_dict(model)
+    data["release"] = dict(columns)
+    return dumps(data, comments)
 
 
 def run_design(args) -> int:

@@ -2,9 +2,11 @@
 
 ``modelfile`` reads a file into a model (``load``, ``from_dict``, ``register_family`` for third-party
 families); ``stratified``, ``hierarchy``, ``sample_size`` and ``importance`` hold each family's loader;
-``report`` writes a solution's report. Models never import this package at module level.
+``report`` writes a solution's report; ``writer`` writes a model back to a file (``save``, ``to_toml``). Models never import this package at module level.
 """
 
 from .modelfile import ModelFileError, families, from_dict, load, read, register_family, resolve_path
+from .writer import save, to_toml
 
-__all__ = ["ModelFileError", "families", "from_dict", "load", "read", "register_family", "resolve_path"]
+__all__ = ["ModelFileError", "families", "from_dict", "load", "read", "register_family", "resolve_path", "save",
+           "to_toml"]
