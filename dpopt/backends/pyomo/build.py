@@ -94,9 +94,9 @@ def _unit_expr(d: StratifiedDesign, i: int, j: int, v, hi: float):
     s2 = float(d.sigma2_matrix[i, j])
     form = d._unit_linear_form(j, np.array([i]))
     lK = float(d.log_c + d.log_N[i])
-    if form is not None:          # t = a/v + 2/(cN) + b·v exactly
-        a, b = float(form[0][0]), float(form[1][0])
-        return a / v + math.exp(math.log(2.0) - lK) + b * v
+    if form is not None:          # t = a/v + const + b·v exactly (const = 2/(cN) for DLap/TuLap)
+        a, b, const = (float(t[0]) for t in form)
+        return a / v + const + b * v
     mech, delta = d.mechanism, float(d.sensitivity)
     hook = getattr(mech, "pyomo_variance", None)
     if hook is None:
