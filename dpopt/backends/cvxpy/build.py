@@ -32,12 +32,11 @@ def dcp_coefficients(d: StratifiedDesign):
 def noise_variance_hook(mech):
     """The mechanism's ``cvxpy_variance`` hook (its variance as a smooth cvxpy expression of the nominal budget,
     DNLP), or raise CvxpyUnsupported naming the missing hook."""
-    hook = getattr(mech, "cvxpy_variance", None)
-    if hook is None:
-        raise CvxpyUnsupported(f"mechanism {mech.name!r} has no cvxpy_variance hook (its variance as a cvxpy "
-                               "expression), so the DNLP cannot be written; use the pyomo (formulation='milp') "
+    why = mech.support("cvxpy_variance")
+    if not why:
+        raise CvxpyUnsupported(f"{why}; so the DNLP cannot be written: use the pyomo (formulation='milp') "
                                "or scipy backend, or give the mechanism the hook")
-    return hook
+    return mech.cvxpy_variance
 
 
 def _objective_expr(d: StratifiedDesign, n, form: str, upper=None):

@@ -67,11 +67,11 @@ def _term_expr(d: StratifiedDesign, i: int, v, hi: float | None = None, divisor:
         a, b, const = (float(t[i]) for t in form)
         return a / v + const + b * v
     mech, delta = d.mechanism, float(d.sensitivity)
-    hook = getattr(mech, "pyomo_variance", None)
-    if hook is None:
-        raise PyomoUnsupported(f"mechanism {mech.name!r} has no pyomo_variance hook (its variance as a Pyomo "
-                               "expression), so the MINLP cannot be written; use formulation='milp' "
+    why = mech.support("pyomo_variance")
+    if not why:
+        raise PyomoUnsupported(f"{why}; so the MINLP cannot be written: use formulation='milp' "
                                "(solver='highs'), or give the mechanism the hook")
+    hook = mech.pyomo_variance
     a2, s2 = float(d.alpha2[i]) / float(divisor), float(d.sigma2[i])
     lK = float(d.log_c + d.log_N[i])   # log(cN)
     hi = float(d.N[i]) if hi is None else float(hi)
@@ -98,10 +98,10 @@ def _unit_expr(d: StratifiedDesign, i: int, j: int, v, hi: float):
         a, b, const = (float(t[0]) for t in form)
         return a / v + const + b * v
     mech, delta = d.mechanism, float(d.sensitivity)
-    hook = getattr(mech, "pyomo_variance", None)
-    if hook is None:
-        raise PyomoUnsupported(f"mechanism {mech.name!r} has no pyomo_variance hook (its variance as a Pyomo "
-                               "expression), so the MINLP cannot be written; give the mechanism the hook")
+    why = mech.support("pyomo_variance")
+    if not why:
+        raise PyomoUnsupported(f"{why}; so the MINLP cannot be written: give the mechanism the hook")
+    hook = mech.pyomo_variance
     share = float(d.shares[j])
     Lr = max(float(np.logaddexp(0.0, lK - math.log(max(hi, 1.0)))), 1.0)
     whole = share == 1.0 and lK <= _LOG_COEF_MAX
