@@ -152,9 +152,9 @@ def _checked_variance(fn):
 
 # Everything read from a mechanism besides ``variance`` that describes its noise: increments, the Laplace
 # split, derivatives, the capabilities and what goes with them (the OpenDP release of the values, integer
-# data, the proof of convex terms).
+# data).
 _DERIVED = ("variance_difference", "variance_derivative", "remainder", "remainder_derivative", "split_below",
-            "laplace_part", "has_remainder", "convex_terms_proven", "integer_data", "sensitivity_argument",
+            "laplace_part", "has_remainder", "integer_data", "sensitivity_argument",
             "release_values") + tuple(CAPABILITIES)
 
 
@@ -264,6 +264,9 @@ class Mechanism:
         if fn is not None and not getattr(fn, "_dpopt_checked", False):
             cls.variance = _checked_variance(fn)
         _derive_from_variance(cls)
+        # a proof is dpopt's claim about its own mechanisms: a user class (even one inheriting a built-in's
+        # variance) has its terms checked increment by increment instead
+        cls.convex_terms_proven = Mechanism.__dict__["convex_terms_proven"]
 
     # ------------------------------------------------------------------ the one definition
     def variance(self, epsilon, sensitivity=1.0):  # pragma: no cover - abstract
@@ -354,7 +357,8 @@ class Mechanism:
 
     def convex_terms_proven(self, shares) -> bool:
         """Is the design's unit term (S² + Var(nominal ε))/n proven discretely convex in n for these budget
-        shares (docs/stratified.md)? False: the models check it increment by increment."""
+        shares (docs/stratified.md)? False (always, for a user's class): the models check it increment by
+        increment."""
         return False
 
     # ------------------------------------------------------------------ derived from variance
