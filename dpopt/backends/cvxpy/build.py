@@ -24,8 +24,10 @@ def dcp_coefficients(d: StratifiedDesign):
     """(a, b, const) with f_i(n) = a_i/n + b_i n + const_i, or raise CvxpyUnsupported."""
     form = d.linear_noise_form()
     if form is None:
-        raise CvxpyUnsupported(f"mechanism {d.mechanism.name!r} with sensitivity {d.sensitivity:g} is not DCP "
-                               "(only DLap/TuLap with sensitivity 1 are)")
+        why = d.mechanism.support("growth_coefficients", d.sensitivity)
+        raise CvxpyUnsupported(f"mechanism {d.mechanism.name!r} with sensitivity {d.sensitivity:g} is not DCP: "
+                               + (str(why) if not why else "its growth form holds for one variable at the whole "
+                                  "budget with coefficients >= 0"))
     return form
 
 
