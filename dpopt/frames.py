@@ -255,7 +255,8 @@ def _y_columns(y) -> list[str]:
 
 
 def check_integer_values(values, column: str, mechanism_name: str, where: str = "frame") -> None:
-    """DLap and TuLap privatise integers: refuse non-integer data, naming the first offending value."""
+    """Integer-data mechanisms (``integer_data``: DLap, TuLap) privatise integers: refuse non-integer data,
+    naming the first offending value."""
     v = np.asarray(values, dtype=float)
     bad = v != np.round(v)
     if np.any(bad):
@@ -295,7 +296,8 @@ def stratified_design_from_frame(frame, strata: str, y, total, epsilon, *, pilot
     a pilot sample or public data; every stratum needs at least 2 pilot units). Other keyword options
     (mechanism, objective, value_range, lower, upper, min_per_stratum, shares, ...) go to the design.
 
-    With ``mechanism="dlap"`` or ``"tulap"`` the y values must be integers (see :func:`check_integer_values`).
+    With an integer-data mechanism (``"dlap"``, ``"tulap"``) the y values must be integers (see
+    :func:`check_integer_values`).
     """
     from .models.stratified import StratifiedDesign
 
@@ -323,11 +325,11 @@ def stratified_design_from_frame(frame, strata: str, y, total, epsilon, *, pilot
         S2 = S2p[[plabels.index(lab) for lab in labels]]
         design_values = Y
         src = "pilot"
-    mech = options.get("mechanism", "laplace")
-    mech_name = mech if isinstance(mech, str) else getattr(mech, "name", "")
-    if mech_name in ("dlap", "tulap"):
+    from .privacy.mechanisms import get_mechanism
+    mech = get_mechanism(options.get("mechanism", "laplace"))    # raises naming the field, as the design would
+    if mech.integer_data:
         for j, c in enumerate(ys):
-            check_integer_values(design_values[:, j], c, mech_name, where=src)
+            check_integer_values(design_values[:, j], c, mech.name, where=src)
     if clamp is not None:
         lo, hi = clamp
         for j, c in enumerate(ys):

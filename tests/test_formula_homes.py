@@ -14,7 +14,7 @@ def test_homes():
     assert privacy.truncated_laplace_moments.__module__ == "dpopt.privacy.truncated_laplace"
     assert dpopt.truncated_laplace_moments is privacy.truncated_laplace_moments
     assert Hierarchy.__module__ == "dpopt.models.tree" and dpopt.Hierarchy is Hierarchy
-    assert privacy.laplace_variance.__module__ == "dpopt.privacy.mechanisms"
+    assert privacy.laplace_variance.__module__ == "dpopt.privacy.mechanisms.laplace"
 
 
 @pytest.mark.parametrize("eps,delta", [(1e-6, 1.0), (0.3, 2.0), (1.0, 1.0), (700.0, 0.5)])

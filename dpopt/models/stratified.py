@@ -23,7 +23,7 @@ from scipy.special import expit
 from .. import _validate as V
 from ..numerics import water_fill
 from ..privacy.amplification import log_expm1
-from ..privacy.mechanisms import DiscreteLaplace, Mechanism, TuLap, get_mechanism
+from ..privacy.mechanisms import Mechanism, get_mechanism
 from ..result import Certificate, Solution, Status
 from .base import Model, honest_status
 
@@ -540,31 +540,44 @@ class StratifiedDesign(Model):
     def linear_noise_form(self, divisor: float = 1.0):
         """``(a, b, const)`` with f_i(n)/divisor = a_i/n + b_i·n + const_i, or None for other mechanisms.
 
-        DLap and TuLap with sensitivity 1 and one variable have γ² = 2q(c+q)/c² (+ 1/12), q = n/N, so
-        f = α²(σ² + extra)/n + 2α²/(cN) + 2α²n/(cN)² exactly (docs/stratified.md). The last two are formed
+        A mechanism whose variance is c0 + c1/y + c2/y² in y = expm1(ε) (its ``growth_coefficients``: DLap
+        and TuLap at sensitivity 1, γ² = 2q(c+q)/c² (+ 1/12), q = n/N), at the whole budget and with one
+        variable, has y = cN/n, so f = α²(σ² + c0)/n + c1·α²/(cN) + c2·α²n/(cN)² exactly
+        (docs/stratified.md). The last two are formed
         in log space: exp(−2 log cN) alone is subnormal long before the product is. This form is DCP
         (cvxpy), linear plus inv for Pyomo, and gives increments and derivatives without cancellation
         when σ² = 0.
         """
         if self.J != 1 or self._unit_linear_form(0) is None:
             return None
-        extra = 1.0 / 12 if type(self.mechanism) is TuLap else 0.0
+        c0, c1, c2 = self._growth_form()
         w = self.alpha2 / float(divisor)
         lcn = self.log_c + self.log_N                   # log(cN)
-        log_2w = np.log(2.0 * w)
-        return w * (self.sigma2 + extra), np.exp(log_2w - 2.0 * lcn), np.exp(log_2w - lcn)
+        with np.errstate(divide="ignore"):              # a zero coefficient: exp(−inf) = 0
+            return w * (self.sigma2 + c0), np.exp(np.log(c2 * w) - 2.0 * lcn), np.exp(np.log(c1 * w) - lcn)
+
+    def _growth_form(self):
+        """The mechanism's (c0, c1, c2) at this sensitivity (variance = c0 + c1/y + c2/y², y = expm1(ε)) when it
+        has them, all ≥ 0 (then a/x + b·x is convex), else None. Asked of the mechanism, never of its class: a
+        user subclass with its own variance has no such form unless it gives one (checked by probe)."""
+        mech = self.mechanism
+        if not mech.support("growth_coefficients", self.sensitivity):
+            return None
+        c = tuple(float(t) for t in mech.growth_coefficients(float(self.sensitivity)))
+        return c if len(c) == 3 and all(t >= 0 for t in c) else None
 
     def _unit_linear_form(self, variable: int, idx=None):
-        """(a, b) with t_ij(x) = a/x + b·x + const for DLap/TuLap at Δ = 1 and the whole budget, else None."""
-        mech = self.mechanism
-        # the built-in classes themselves, not their name: a user subclass (which may keep the name) with its
-        # own variance has no such form
-        if type(mech) not in (DiscreteLaplace, TuLap) or self.sensitivity != 1 or self.shares[variable] != 1.0:
+        """(a, b, const) with t_ij(x) = a/x + b·x + const for a mechanism with growth coefficients (DLap/TuLap at
+        Δ = 1) at the whole budget, else None."""
+        form = self._growth_form() if self.shares[variable] == 1.0 else None
+        if form is None:
             return None
+        c0, c1, c2 = form
         sl = slice(None) if idx is None else idx
-        extra = 1.0 / 12 if type(mech) is TuLap else 0.0
         lcn = self.log_c + self.log_N[sl]
-        return self.sigma2_matrix[sl, variable] + extra, np.exp(np.log(2.0) - 2.0 * lcn)
+        with np.errstate(divide="ignore"):
+            return (self.sigma2_matrix[sl, variable] + c0, np.exp(np.log(c2) - 2.0 * lcn),
+                    np.exp(np.log(c1) - lcn))
 
     def kkt_residuals(self, x, mu=None, bound_rtol: float = 0.0, fallback_mu: float = 0.0):
         """Per-stratum violation of the relaxation's KKT conditions at x, and the multiplier μ used.
@@ -620,7 +633,7 @@ class StratifiedDesign(Model):
         s2 = self.sigma2_matrix[sl, variable]
         form = self._unit_linear_form(variable, idx)
         if form is not None:     # t = a/x + b·x + const: no cancellation when σ² = 0
-            a, b = form
+            a, b = form[:2]
             return b - a / x ** 2, (2.0 * a / x ** 3 if second else None)
         mech = self.mechanism
         share = float(self.shares[variable])
@@ -818,14 +831,13 @@ class StratifiedDesign(Model):
         it is checked increment by increment, per variable, when the ranges hold at most ``max_points``
         values in all (True/False), else unknown (None).
         """
-        from ..privacy.mechanisms import MECHANISMS, Laplace
-        builtin = type(self.mechanism) in MECHANISMS.values()
-        if builtin and (type(self.mechanism) is Laplace or np.all(self.shares == 1.0)):
+        mech = self.mechanism
+        if mech.convex_terms_proven(self.shares):     # the mechanism's own claim (docs/stratified.md)
             return True, "proven for the built-in mechanisms"
         if getattr(self, "_convexity", None) is not None:
             return self._convexity
-        what = (f"user mechanism {self.mechanism.name!r}" if not builtin
-                else f"{self.mechanism.name} with budget shares below 1")
+        what = (f"user mechanism {mech.name!r}" if not mech.convex_terms_proven(np.ones_like(self.shares))
+                else f"{mech.name} with budget shares below 1")
         span = int(np.sum(self.upper - self.lower)) * self.J
         if span > max_points:
             out = (None, f"{what}: convexity of the terms not verified ({span} increments exceed {max_points})")

@@ -3,8 +3,8 @@
 from .amplification import (amplified_delta, amplified_epsilon, amplified_epsilon_delta, central_delta,
                             central_epsilon, central_epsilon_delta, log_expm1, nominal_delta, nominal_epsilon,
                             nominal_epsilon_delta)
-from .mechanisms import (MECHANISMS, DiscreteLaplace, Laplace, Mechanism, TuLap, get_mechanism,
-                         laplace_variance, noise_variance)
+from .mechanisms import (MECHANISMS, ZCDP, ApproxDP, DiscreteLaplace, Laplace, Mechanism, MechanismUnsupported,
+                         PureDP, TuLap, Unsupported, get_mechanism, laplace_variance, noise_variance)
 from .truncated_laplace import truncated_laplace_moments, truncated_laplace_mse_sum
 
 __all__ = [
@@ -12,5 +12,6 @@ __all__ = [
     "central_epsilon_delta", "nominal_epsilon_delta", "log_expm1",
     "amplified_epsilon", "amplified_delta", "amplified_epsilon_delta",     # deprecated names
     "Mechanism", "Laplace", "DiscreteLaplace", "TuLap", "MECHANISMS", "get_mechanism", "noise_variance",
+    "PureDP", "ApproxDP", "ZCDP", "Unsupported", "MechanismUnsupported",
     "laplace_variance", "truncated_laplace_moments", "truncated_laplace_mse_sum",
 ]

@@ -3,11 +3,10 @@
 Everything that touches data with noise goes through OpenDP's measurements, whose samplers are exact
 (no floating-point Laplace, Mironov 2012) and whose privacy maps round conservatively:
 
-* Laplace: ``make_laplace`` on a float vector under the L1 distance (OpenDP samples on a fine grid with
-  discrete Laplace noise and accounts for it);
-* DLap: ``make_geometric`` on an integer vector under the L1 distance;
-* TuLap: the same geometric measurement, then a uniform on (−½, ½) drawn by OpenDP
-  (``make_impute_uniform_float``) and added: post-processing of the DLap release (docs/release.md).
+each mechanism's ``opendp_measurement`` capability (a vector measurement under the L1 distance) and its
+``release_values`` (docs/privacy.md#the-mechanism-interface): Laplace ``make_laplace`` on floats, DLap
+``make_geometric`` on integers, TuLap that plus an OpenDP uniform on (−½, ½) (post-processing, docs/release.md).
+A mechanism without the capability is refused here with its reason. Functions take a mechanism or its name.
 
 The noise scale starts at the closed form Δ/ε and is checked with the measurement's own map (stepped up by
 an ulp while it fails; OpenDP's ``binary_search_param`` as the fallback), so OpenDP certifies
@@ -51,27 +50,34 @@ def honest_but_curious(dp):
 
 
 # ---------------------------------------------------------------------------------- measurements
-def noise_measurement(dp, mechanism: str, scale: float):
+def _mechanism(mechanism):
+    """A Mechanism as is (a model's, already probed), else the built-in one of that name."""
+    from ..privacy.mechanisms import Mechanism, get_mechanism
+    return mechanism if isinstance(mechanism, Mechanism) else get_mechanism(mechanism)
+
+
+def releasable(mechanism):
+    """The mechanism (name or object) if it can be released, else ValueError with the reason."""
+    from ..privacy.mechanisms import MechanismUnsupported
+    mech = _mechanism(mechanism)
+    try:
+        mech.require("opendp_measurement")
+    except MechanismUnsupported as exc:
+        raise MechanismUnsupported(f"mechanism {mech.name!r} cannot be released: {exc}") from None
+    return mech
+
+
+def noise_measurement(dp, mechanism, scale: float):
     """The vector noise measurement (L1 distance) of a mechanism at ``scale`` (TuLap: its DLap part)."""
-    if mechanism == "laplace":
-        space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l1_distance(T=float)
-        return dp.m.make_laplace(*space, scale=scale)
-    if mechanism in ("dlap", "tulap"):
-        space = dp.vector_domain(dp.atom_domain(T=int)), dp.l1_distance(T=int)
-        return dp.m.make_geometric(*space, scale=scale)
-    raise ValueError(f"mechanism {mechanism!r} has no OpenDP release route (laplace, dlap, tulap)")
+    return releasable(mechanism).opendp_measurement(dp, scale)
 
 
-def sensitivity_argument(mechanism: str, sensitivity: float):
+def sensitivity_argument(mechanism, sensitivity: float):
     """Δ in the type the measurement's map takes (int for the integer mechanisms)."""
-    if mechanism in ("dlap", "tulap"):
-        if sensitivity != round(sensitivity):
-            raise ValueError(f"mechanism {mechanism!r} needs an integer sensitivity, got {sensitivity:g}")
-        return int(round(sensitivity))
-    return float(sensitivity)
+    return releasable(mechanism).sensitivity_argument(sensitivity)
 
 
-def search_scale(dp, mechanism: str, sensitivity: float, epsilon: float) -> tuple[float, float]:
+def search_scale(dp, mechanism, sensitivity: float, epsilon: float) -> tuple[float, float]:
     """(scale, spent ε): the smallest scale near the closed form Δ/ε that OpenDP certifies ``map(Δ) ≤ epsilon``
     for, and that map.
 
@@ -79,7 +85,8 @@ def search_scale(dp, mechanism: str, sensitivity: float, epsilon: float) -> tupl
     stepped up one float at a time from Δ/ε until OpenDP's own map passes (one or two measurements per
     stratum; a bisection built ~55). A map that does not behave so (another OpenDP version) falls back to
     OpenDP's ``binary_search_param``. Either way the returned scale is certified by the measurement's map."""
-    d_in = sensitivity_argument(mechanism, sensitivity)
+    mechanism = releasable(mechanism)
+    d_in = mechanism.sensitivity_argument(sensitivity)
     if not (math.isfinite(epsilon) and epsilon > 0):
         raise ValueError(f"nominal epsilon must be finite and > 0, got {epsilon!r}")
     guess = float(sensitivity) / epsilon
@@ -102,25 +109,16 @@ def search_scale(dp, mechanism: str, sensitivity: float, epsilon: float) -> tupl
 _ULP_STEPS = 8
 
 
-def variance_at_scale(mechanism: str, scale: float) -> float:
+def variance_at_scale(mechanism, scale: float) -> float:
     """Variance of the noise OpenDP adds at ``scale``: 2s² (Laplace), 2p/(1−p)² with p = e^{−1/s}
     (DLap), that plus 1/12 (TuLap). Scale s is Δ/ε, so this is the mechanism's variance at ε = 1, Δ = s."""
-    from ..privacy.mechanisms import get_mechanism
-    return float(get_mechanism(mechanism).variance(1.0, scale))
+    return float(_mechanism(mechanism).variance(1.0, scale))
 
 
-def privatise(dp, mechanism: str, scale: float, values):
-    """Noisy copies of ``values`` (list of float, or of int for DLap/TuLap), all noise from OpenDP."""
-    meas = noise_measurement(dp, mechanism, scale)
-    if mechanism == "laplace":
-        return [float(v) for v in meas([float(v) for v in values])]
-    noisy = meas([int(v) for v in values])
-    if mechanism == "dlap":
-        return [float(v) for v in noisy]
-    uniform = dp.t.make_impute_uniform_float(dp.vector_domain(dp.atom_domain(T=float, nan=True)),
-                                             dp.symmetric_distance(), bounds=(-0.5, 0.5))
-    u = uniform([math.nan] * len(noisy))
-    return [float(k) + float(x) for k, x in zip(noisy, u)]
+def privatise(dp, mechanism, scale: float, values):
+    """Noisy copies of ``values`` (list of float, or of int for integer-data mechanisms), all noise from
+    OpenDP (the mechanism's ``release_values``)."""
+    return releasable(mechanism).release_values(dp, scale, values)
 
 
 def amplified_by_opendp(dp, epsilon_nominal: float, n: int, N: int) -> float:

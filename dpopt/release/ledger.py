@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import _validate as V
+from ..privacy.mechanisms import MECHANISMS
 from ..sampling import partition_id
 
 AUDIT_FORMAT = "dpopt-privacy-audit/2"
@@ -548,7 +549,8 @@ def _measurement(m, where: str) -> Measurement:
     return out
 
 
-_MECHANISMS = ("laplace", "dlap", "tulap")
+# a record names a built-in mechanism; its measurement is rebuilt from the registry to re-verify the map
+_MECHANISMS = tuple(MECHANISMS)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -58,9 +58,8 @@ def plan_stratified(model, n, *, dp=None, progress: bool = False) -> list[Stratu
     amplification; both must be ≤ ε (a shrink step repeats the search otherwise) and agree to 1e-9.
     """
     dp = dp or _opendp.require_opendp()
-    mech = model.mechanism.name
-    if mech not in ("laplace", "dlap", "tulap"):
-        raise ValueError(f"mechanism {mech!r} has no OpenDP release route (laplace, dlap, tulap)")
+    mechanism = _opendp.releasable(model.mechanism)     # refused here, with the reason, without an OpenDP form
+    mech = mechanism.name
     n = np.asarray(n, dtype=np.int64)
     eps = float(model.epsilon)
     delta_in = float(model.sensitivity)
@@ -75,7 +74,7 @@ def plan_stratified(model, n, *, dp=None, progress: bool = False) -> list[Stratu
             goal = target * shrink
             scales, spent = [], []
             for j in range(model.J):
-                s, e = _opendp.search_scale(dp, mech, delta_in, goal * float(model.shares[j]))
+                s, e = _opendp.search_scale(dp, mechanism, delta_in, goal * float(model.shares[j]))
                 scales.append(s)
                 spent.append(e)
             cell = Cell(model.labels[h], [Measurement("", mech, delta_in, s, e) for s, e in zip(scales, spent)], Nh, nh)
@@ -90,11 +89,9 @@ def plan_stratified(model, n, *, dp=None, progress: bool = False) -> list[Stratu
             raise RuntimeError(f"stratum {model.labels[h]!r}: dpopt's accountant ({ours!r}) and OpenDP's "
                                f"({theirs!r}) disagree")
         plans.append(StratumPlan(model.labels[h], Nh, nh, eps, target, scales, spent,
-                                 [_opendp.variance_at_scale(mech, s) for s in scales], ours, theirs,
+                                 [_opendp.variance_at_scale(mechanism, s) for s in scales], ours, theirs,
                                  mech, delta_in, [float(x) for x in model.shares]))
     return plans
-
-
 
 
 @dataclass
@@ -211,7 +208,7 @@ def _values(model, sample, values) -> np.ndarray:
     if not np.all(np.isfinite(Y)):
         j = int(np.argmax(~np.all(np.isfinite(Y), axis=0)))
         raise ValueError(f"values of variable {model.variables[j]!r} must be finite (no NaN or infinity)")
-    if model.mechanism.name in ("dlap", "tulap"):
+    if model.mechanism.integer_data:
         from ..frames import check_integer_values
         for j, v in enumerate(model.variables):
             check_integer_values(Y[:, j], v, model.mechanism.name, where="sample")
@@ -237,8 +234,9 @@ def release_stratified(model, sample, values, *, ledger: PrivacyLedger | None = 
         raise ValueError("the design needs value_range=(lo, hi) to be released: responses are clamped to it and "
                          "its width is the sensitivity (a bare sensitivity cannot be enforced on the data)")
     lo, hi = model.value_range
-    mech = model.mechanism.name
-    if mech in ("dlap", "tulap") and (lo != round(lo) or hi != round(hi)):
+    mechanism = _opendp.releasable(model.mechanism)     # before any check of the data: the reason comes first
+    mech = mechanism.name
+    if mechanism.integer_data and (lo != round(lo) or hi != round(hi)):
         raise ValueError(f"value_range ({lo:g}, {hi:g}) must have integer ends for mechanism {mech!r}")
     _check_sample(model, sample, None)
     Y = _values(model, sample, values)
@@ -270,8 +268,8 @@ def release_stratified(model, sample, values, *, ledger: PrivacyLedger | None = 
         for j in range(model.J):
             clamped[h, j] = int(np.sum(Yc[rows, j] != Y[rows, j]))
             vals = Yc[rows, j]
-            Z[rows, j] = _opendp.privatise(dp, mech, p.scales[j], vals.astype(np.int64).tolist()
-                                           if mech in ("dlap", "tulap") else vals.tolist())
+            Z[rows, j] = _opendp.privatise(dp, mechanism, p.scales[j], vals.astype(np.int64).tolist()
+                                           if mechanism.integer_data else vals.tolist())
     est = estimate_stratified(Z, sample.stratum, model.N, n, np.array([p.noise_variance for p in plan]), confidence)
     return StratifiedRelease(list(model.variables), est["estimate"], est["se"], est["ci"], confidence,
                              list(model.labels), model.N.copy(), np.asarray(n).copy(), est["stratum_mean"],
@@ -322,9 +320,10 @@ def _check_plan(dp, model, n, plan) -> list[StratumPlan]:
         raise TypeError("plan must be the list of StratumPlan that plan_stratified returns")
     if len(plan) != model.k:
         raise ValueError(f"plan has {len(plan)} strata but the design has {model.k}")
-    mech, sens, eps = model.mechanism.name, float(model.sensitivity), float(model.epsilon)
+    mechanism = _opendp.releasable(model.mechanism)
+    mech, sens, eps = mechanism.name, float(model.sensitivity), float(model.epsilon)
     shares = [float(x) for x in model.shares]
-    d_in = _opendp.sensitivity_argument(mech, sens)
+    d_in = mechanism.sensitivity_argument(sens)
     out = []
     for h, p in enumerate(plan):
         want = {"label": model.labels[h], "N": int(model.N[h]), "n": int(n[h]), "epsilon_target": eps,
@@ -340,7 +339,7 @@ def _check_plan(dp, model, n, plan) -> list[StratumPlan]:
         for j, s in enumerate(p.scales):
             if not (isinstance(s, float) and math.isfinite(s) and s > 0):
                 raise ValueError(f"plan[{h}].scales[{j}] must be a finite float > 0, got {s!r}")
-            spent.append(float(_opendp.noise_measurement(dp, mech, s).map(d_in)))
+            spent.append(float(mechanism.opendp_measurement(dp, s).map(d_in)))
         cell = Cell(p.label, [Measurement("", mech, sens, s, e) for s, e in zip(p.scales, spent)], p.N, p.n)
         if spent != [float(e) for e in p.nominal_spent] or not cell.epsilon <= eps:
             raise ValueError(f"plan[{h}] (stratum {p.label!r}): its scales spend nominal epsilon {spent!r}, "

@@ -24,20 +24,21 @@ def dcp_coefficients(d: StratifiedDesign):
     """(a, b, const) with f_i(n) = a_i/n + b_i n + const_i, or raise CvxpyUnsupported."""
     form = d.linear_noise_form()
     if form is None:
-        raise CvxpyUnsupported(f"mechanism {d.mechanism.name!r} with sensitivity {d.sensitivity:g} is not DCP "
-                               "(only DLap/TuLap with sensitivity 1 are)")
+        why = d.mechanism.support("growth_coefficients", d.sensitivity)
+        raise CvxpyUnsupported(f"mechanism {d.mechanism.name!r} with sensitivity {d.sensitivity:g} is not DCP: "
+                               + (str(why) if not why else "its growth form holds for one variable at the whole "
+                                  "budget with coefficients >= 0"))
     return form
 
 
 def noise_variance_hook(mech):
     """The mechanism's ``cvxpy_variance`` hook (its variance as a smooth cvxpy expression of the nominal budget,
     DNLP), or raise CvxpyUnsupported naming the missing hook."""
-    hook = getattr(mech, "cvxpy_variance", None)
-    if hook is None:
-        raise CvxpyUnsupported(f"mechanism {mech.name!r} has no cvxpy_variance hook (its variance as a cvxpy "
-                               "expression), so the DNLP cannot be written; use the pyomo (formulation='milp') "
+    why = mech.support("cvxpy_variance")
+    if not why:
+        raise CvxpyUnsupported(f"{why}; so the DNLP cannot be written: use the pyomo (formulation='milp') "
                                "or scipy backend, or give the mechanism the hook")
-    return hook
+    return mech.cvxpy_variance
 
 
 def _objective_expr(d: StratifiedDesign, n, form: str, upper=None):

@@ -67,11 +67,11 @@ def _term_expr(d: StratifiedDesign, i: int, v, hi: float | None = None, divisor:
         a, b, const = (float(t[i]) for t in form)
         return a / v + const + b * v
     mech, delta = d.mechanism, float(d.sensitivity)
-    hook = getattr(mech, "pyomo_variance", None)
-    if hook is None:
-        raise PyomoUnsupported(f"mechanism {mech.name!r} has no pyomo_variance hook (its variance as a Pyomo "
-                               "expression), so the MINLP cannot be written; use formulation='milp' "
+    why = mech.support("pyomo_variance")
+    if not why:
+        raise PyomoUnsupported(f"{why}; so the MINLP cannot be written: use formulation='milp' "
                                "(solver='highs'), or give the mechanism the hook")
+    hook = mech.pyomo_variance
     a2, s2 = float(d.alpha2[i]) / float(divisor), float(d.sigma2[i])
     lK = float(d.log_c + d.log_N[i])   # log(cN)
     hi = float(d.N[i]) if hi is None else float(hi)
@@ -94,14 +94,14 @@ def _unit_expr(d: StratifiedDesign, i: int, j: int, v, hi: float):
     s2 = float(d.sigma2_matrix[i, j])
     form = d._unit_linear_form(j, np.array([i]))
     lK = float(d.log_c + d.log_N[i])
-    if form is not None:          # t = a/v + 2/(cN) + b·v exactly
-        a, b = float(form[0][0]), float(form[1][0])
-        return a / v + math.exp(math.log(2.0) - lK) + b * v
+    if form is not None:          # t = a/v + const + b·v exactly (const = 2/(cN) for DLap/TuLap)
+        a, b, const = (float(t[0]) for t in form)
+        return a / v + const + b * v
     mech, delta = d.mechanism, float(d.sensitivity)
-    hook = getattr(mech, "pyomo_variance", None)
-    if hook is None:
-        raise PyomoUnsupported(f"mechanism {mech.name!r} has no pyomo_variance hook (its variance as a Pyomo "
-                               "expression), so the MINLP cannot be written; give the mechanism the hook")
+    why = mech.support("pyomo_variance")
+    if not why:
+        raise PyomoUnsupported(f"{why}; so the MINLP cannot be written: give the mechanism the hook")
+    hook = mech.pyomo_variance
     share = float(d.shares[j])
     Lr = max(float(np.logaddexp(0.0, lK - math.log(max(hi, 1.0)))), 1.0)
     whole = share == 1.0 and lK <= _LOG_COEF_MAX
