@@ -33,6 +33,14 @@ def add_commands(sub) -> None:
                    help="at least M sampled units per stratum (2 lets every stratum's variance be estimated)")
     d.add_argument("--domains", default=None, metavar="COL",
                    help="domain column (constant within each stratum, e.g. a region), written to the model file")
+    d.add_argument("--cost", default=None, metavar="COL",
+                   help="cost per interview, a column constant within each stratum (with --cost-budget)")
+    d.add_argument("--cost-budget", type=float, default=None, metavar="C", help="the design's cost may not exceed C")
+    for kind in ("se", "cv"):
+        d.add_argument(f"--{kind}-target", action="append", default=[], metavar="[DOMAIN[:VAR]=]VALUE",
+                       help=f"a precision target: the {kind.upper()} of the mean over DOMAIN (a --domains value or a "
+                            "stratum; default the whole population) of variable VAR (needed with several --y) "
+                            f"at most VALUE; repeatable")
     d.add_argument("--out", required=True, help="model file to write (TOML)")
     r = sub.add_parser("release", help="draw the sample, privatise it through OpenDP, estimate, audit")
     r.add_argument("model", help="stratified model file (from dpopt design)")
@@ -134,6 +142,34 @@ def design_toml(model, *, source: str, columns: dict, sigma2_from: str) -> str:
     return dumps(data, comments)
 
 
+def _add_cost_and_targets(model, frame, args) -> None:
+    """--cost COL with --cost-budget, and the --se-target / --cv-target rows, added to the design."""
+    from .frames import Frame, _stratum_column
+
+    if (args.cost is None) != (args.cost_budget is None):
+        raise ValueError("--cost COL and --cost-budget C go together (the budget bounds the cost the column gives)")
+    if args.cost is not None:
+        by_label = _stratum_column(Frame(frame, "frame"), args.strata, model.labels, args.cost, "--cost")
+        cost = [V.positive(f"--cost column {args.cost!r} in stratum {lab!r}", _number(by_label[lab], args.cost))
+                for lab in model.labels]
+        model.add_cost_budget(cost, V.positive("--cost-budget", args.cost_budget))
+    for kind in ("se", "cv"):
+        for spec in getattr(args, f"{kind}_target"):
+            where, _, value = spec.rpartition("=")
+            domain, _, variable = where.partition(":")
+            target = V.positive(f"--{kind}-target {spec!r}", _number(value, f"--{kind}-target"))
+            model.add_precision_target(target, strata=domain or None, variable=variable or None, kind=kind)
+
+
+def _number(text, what):
+    from .frames import parse_number
+
+    x = parse_number(text)
+    if x is None:
+        raise ValueError(f"{what}: {text!r} is not a number")
+    return x
+
+
 def run_design(args) -> int:
     from .frames import read_csv, stratified_design_from_frame
 
@@ -150,6 +186,7 @@ def run_design(args) -> int:
     if args.domains is not None:
         options["domains"] = args.domains
     model = stratified_design_from_frame(frame, args.strata, y, args.total, args.epsilon, pilot=pilot, **options)
+    _add_cost_and_targets(model, frame, args)
     columns = {"strata": args.strata, "y": y}
     if args.id is not None:
         columns["id"] = args.id

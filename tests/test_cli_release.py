@@ -222,3 +222,43 @@ def test_a_planned_series_needs_epsilon_total_and_the_refusal_says_why(tmp_path,
     capsys.readouterr()
     booked = json.loads((tmp_path / "b" / "audit.json").read_text())
     assert booked["epsilon_total"] == 5.0 and 2.0 < booked["epsilon_spent"] <= 5.0
+
+
+def test_design_covers_costs_budget_and_targets_without_editing_toml(tmp_path, capsys):
+    """dpopt design with --domains, --cost/--cost-budget and SE targets per domain and variable writes a model
+    file that loads to the same design as the Python API builds, and solves it."""
+    import dpopt
+
+    rows = [["person", "state", "region", "cost", "wage", "educ"]]
+    rng = np.random.default_rng(3)
+    region = {"A": "East", "B": "East", "C": "West", "D": "West"}
+    unit_cost = {"A": 10, "B": 12, "C": 30, "D": 25}
+    for i in range(800):
+        s = "ABCD"[i % 4]
+        rows.append([f"p{i}", s, region[s], unit_cost[s], round(float(rng.gamma(2 + i % 4, 100.0)), 1),
+                     int(rng.integers(8, 20))])
+    frame = tmp_path / "frame.csv"
+    with frame.open("w", newline="") as fh:
+        csv.writer(fh).writerows(rows)
+    out = tmp_path / "m.toml"
+    rc = main(["design", str(frame), "--strata", "state", "--y", "wage", "educ", "--total", "120", "--epsilon", "2",
+               "--value-range", "0", "3000", "--domains", "region", "--cost", "cost", "--cost-budget", "3000",
+               "--se-target", "West:wage=600", "--se-target", ":educ=300", "--id", "person", "--out", str(out)])
+    capsys.readouterr()
+    assert rc == 0
+    model, _ = modelfile.load(out)
+    ref = dpopt.StratifiedDesign.from_frame(str(frame), "state", ["wage", "educ"], 120, 2.0, value_range=(0, 3000),
+                                            domains="region")
+    ref.add_cost_budget([10, 12, 30, 25], 3000).add_precision_target(600, strata="West", variable="wage", kind="se")
+    ref.add_precision_target(300, variable="educ", kind="se")
+    assert model.domains == ref.domains and np.array_equal(model.cost, ref.cost)
+    assert [(t.kind, t.target, t.variable, list(t.strata)) for t in model.precision_targets] == \
+           [(t.kind, t.target, t.variable, list(t.strata)) for t in ref.precision_targets]
+    a, b = model.solve(), ref.solve()
+    assert a.status == b.status and np.array_equal(a.n, b.n)
+    bad = ["design", str(frame), "--strata", "state", "--y", "wage", "--total", "120", "--epsilon", "2",
+           "--cost", "cost", "--out", str(tmp_path / "x.toml")]
+    assert main(bad) == 2
+    _one_error_line(capsys, "--cost COL and --cost-budget C go together")
+    assert main(bad[:-2] + ["--cost-budget", "10", "--se-target", "West=abc", "--out", str(tmp_path / "y.toml")]) == 2
+    _one_error_line(capsys, "'abc' is not a number")
