@@ -126,12 +126,6 @@ def dispatch(model, backend: str, task: str, options: dict[str, Any]) -> Solutio
     try:
         inspect.signature(fn).bind(model, **options)
     except TypeError as exc:
-        from .backends.pyomo._solver import RENAMED_OPTIONS    # the one list of option names that changed
-        params = inspect.signature(fn).parameters
-        for key in options:
-            if key not in params and key in RENAMED_OPTIONS:
-                raise V.InvalidOption(f"backend {backend!r} ({task}): option {key!r} was renamed; use "
-                                      f"{RENAMED_OPTIONS[key]}") from None
         raise TypeError(f"backend {backend!r} ({task}): {exc}") from None
     t0 = time.perf_counter()
     try:

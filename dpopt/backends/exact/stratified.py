@@ -214,12 +214,6 @@ def _plain_time_note(sol: Solution, limit: float | None) -> Solution:
     return sol
 
 
-def _unsupported() -> Solution:
-    return Solution(Status.UNSUPPORTED, backend="exact",
-                    message="the exact backend solves the sum-and-bounds problem only; "
-                            "use pyomo, cvxpy or enumerate for custom constraints or min-cost")
-
-
 # ---------------------------------------------------------------------------------- integer
 def _fill(model: StratifiedDesign, n: np.ndarray) -> tuple[np.ndarray, int]:
     """Add units to reach Σ n = η, each round giving one unit to the strata with the smallest increments."""
