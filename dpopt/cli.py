@@ -133,7 +133,7 @@ def _solve(args) -> int:
     allowed = handler_solvers(model, backend, task_name) if isinstance(backend, str) \
         and backend in available_backends() else None
     if allowed and takes_limit:      # an external solver runs: say which, and for how long at most
-        from .backends.pyomo._solver import DEFAULT_TIME_LIMIT
+        from .options import DEFAULT_TIME_LIMIT
         limit = options.get("time_limit")
         limit_text = (f"time limit {DEFAULT_TIME_LIMIT:g} s, the default (--time-limit to change)" if limit is None
                       else f"time limit {limit:g} s")

@@ -14,6 +14,7 @@ from importlib import import_module
 from typing import Any, Callable
 
 from . import _validate as V
+from . import options as declared_options
 from .result import Solution, Status
 
 # (backend name, model class, task) -> function(model, **options) -> Solution
@@ -76,18 +77,9 @@ def option_parameter(model, backend: str, task: str, option: str) -> inspect.Par
     return p
 
 
-# the common options (docs/api.md): one rule each, checked before any handler runs
-_COMMON = {"time_limit": V.time_limit, "rel_gap": V.rel_gap, "verbose": V.verbose}
-
-
-def _check_common(options: dict[str, Any]) -> dict[str, Any]:
-    out = dict(options)
-    for key, check in _COMMON.items():
-        if key in out:
-            out[key] = check(out[key])
-    if "solver_options" in out and out["solver_options"] is not None:
-        out["solver_options"] = V.solver_options(out["solver_options"])
-    return out
+def _check_options(backend: str, options: dict[str, Any]) -> dict[str, Any]:
+    """Every declared option checked before any handler runs (:mod:`dpopt.options`: one declaration each)."""
+    return declared_options.validate(backend, options)
 
 
 def _known_options(backend: str) -> set[str]:
@@ -114,7 +106,7 @@ def dispatch(model, backend: str, task: str, options: dict[str, Any]) -> Solutio
                         f"got {type(backend).__name__}")
     if backend not in _BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; available: {', '.join(sorted(_BACKENDS))}")
-    options = _check_common(options)
+    options = _check_options(backend, options)
     fn = _find(backend, model, task)
     name = type(model).__name__
     if fn is None:

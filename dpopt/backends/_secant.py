@@ -15,10 +15,10 @@ import time
 import numpy as np
 
 from .. import _validate as V
+from ..options import DEFAULT_REL_GAP, DEFAULT_TIME_LIMIT
 from ..formulations.separable import program_of, secant_milp
 from ..result import Certificate, Solution, Status, gap_proves
 
-DEFAULT_TIME_LIMIT = 300.0          # seconds, when the caller gives none: a solver call always ends
 DEFAULT_MAX_SEGMENTS = 300_000
 _PYOMO_SOLVERS = ("scip", "highs")        # dpopt names; _pyomo.SOLVERS maps them to Pyomo's factories
 _CVXPY_SOLVERS = {"scip": "SCIP", "highs": "HIGHS"}
@@ -47,7 +47,7 @@ def _prepare(model, options, solvers):
     time_limit = options.get("time_limit")
     time_limit = DEFAULT_TIME_LIMIT if time_limit is None else V.time_limit(time_limit)
     gap = options.get("rel_gap")
-    gap = 1e-9 if gap is None else V.option(V.real, "rel_gap", gap)
+    gap = DEFAULT_REL_GAP if gap is None else V.option(V.real, "rel_gap", gap)
     if not 0 <= gap < 1:
         raise V.InvalidOption(f"rel_gap must be in [0, 1), got {gap:g}")
     prog = program_of(model)

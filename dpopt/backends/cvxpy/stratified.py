@@ -30,6 +30,7 @@ import numpy as np
 from ...models.min_cost import MinCostDesign
 from ...models.stratified import StratifiedDesign
 from ... import _validate as V
+from ...options import DEFAULT_REL_GAP
 from ...registry import register
 from ...result import Certificate, Solution, Status
 from ..exact.enumerate import _term
@@ -247,7 +248,7 @@ def _has_ipopt() -> bool:
     return "IPOPT" in cp.installed_solvers()
 
 
-def relax(model, time_limit: float | None = None, method: str = "auto", rel_gap: float = 1e-9,
+def relax(model, time_limit: float | None = None, method: str = "auto", rel_gap: float = DEFAULT_REL_GAP,
           max_iter: int = 200) -> Solution:
     """Continuous relaxation: DCP + Clarabel (DLap/TuLap), else DNLP + IPOPT, else tangent cuts.
     ``rel_gap``: the certified relative gap at which the cuts stop and ``optimal`` may be claimed."""

@@ -41,8 +41,7 @@ from ...result import Certificate, Solution, Status
 from .._output import new_highs
 from .domains import domain_structure, solve_domains
 
-DEFAULT_REL_GAP = 1e-9
-DEFAULT_TIME_LIMIT = 300.0        # seconds, when the caller gives none
+from ...options import DEFAULT_REL_GAP, DEFAULT_TIME_LIMIT  # noqa: E402  (the one default of every backend)
 _FEAS_TOL = FEASIBILITY_TOL        # the one feasibility test's tolerance (formulations.separable)
 _CHUNK = 1 << 16                  # partial designs expanded at once by the core enumeration
 DEFAULT_MAX_STATES = 2_000_000    # partial designs a core enumeration keeps (~350 MB at the limit, measured)

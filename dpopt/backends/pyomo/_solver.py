@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 from ... import _validate as V
 from ..._validate import InvalidOption
+from ...options import DEFAULT_TIME_LIMIT
 from ...result import Status
 from .._highs import check_threads, prepare_threads
 from .._output import descriptor_output, new_highs
@@ -45,8 +46,6 @@ from .._output import descriptor_output, new_highs
 SOLVERS: dict[str, str] = {"scip": "scip_direct", "highs": "appsi_highs", "ipopt": "ipopt"}
 #: What each solver is (shown with the allowed names).
 SOLVER_USE = {"scip": "SCIP via PySCIPOpt", "highs": "HiGHS via highspy", "ipopt": "IPOPT, continuous only"}
-#: seconds given to an external solver when the caller passes ``time_limit=None``
-DEFAULT_TIME_LIMIT = 300.0
 OPTIONS = ("solver", "time_limit", "rel_gap", "verbose", "solver_options")
 
 
