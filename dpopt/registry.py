@@ -120,12 +120,17 @@ def dispatch(model, backend: str, task: str, options: dict[str, Any]) -> Solutio
     except TypeError as exc:
         raise TypeError(f"backend {backend!r} ({task}): {exc}") from None
     t0 = time.perf_counter()
+    from .backends import _status
+    token = _status.begin()
     try:
         sol = fn(model, **options)
     except (KeyboardInterrupt, MemoryError, V.InvalidOption):
         raise   # bad option values are the caller's to fix, not a solver status
     except Exception as exc:  # a fault inside a solver becomes a status, never a crash
         sol = Solution(status=Status.ERROR, message=f"{type(exc).__name__}: {exc}")
+    finally:
+        termination = _status.end(token)
+    sol.termination = sol.termination or termination      # the solver's own reason, beside dpopt's status
     sol.wall_time = sol.wall_time or (time.perf_counter() - t0)
     sol.backend = sol.backend or backend
     sol.model = sol.model or name

@@ -75,7 +75,7 @@ def _prepare(model, options, solvers):
                 verbose=bool(options.get("verbose", False)), solver_options=dict(solver_options)), None
 
 
-def _finish(model, prep, status_word, n, bound, solver_name, t0, message):
+def _finish(model, prep, status_word, n, bound, solver_name, t0, message, termination=""):
     prog = prep["prog"]
     repaired = False
     if n is not None and not (np.all(n >= prog.lower) and np.all(n <= prog.upper)
@@ -89,7 +89,8 @@ def _finish(model, prep, status_word, n, bound, solver_name, t0, message):
                        else "; no repair found"))
     if n is None:
         st = {"infeasible": Status.INFEASIBLE, "time_limit": Status.TIME_LIMIT}.get(status_word, Status.ERROR)
-        return Solution(status=st, solver=solver_name, message=message, wall_time=time.perf_counter() - t0)
+        return Solution(status=st, solver=solver_name, message=message, wall_time=time.perf_counter() - t0,
+                        termination=termination)
     obj = prog.evaluate(n.astype(float))[0]
     lb = bound if math.isfinite(bound) else -math.inf
     gap = max((obj - lb) / abs(obj), 0.0) if obj and math.isfinite(lb) else math.inf
@@ -102,6 +103,7 @@ def _finish(model, prep, status_word, n, bound, solver_name, t0, message):
     sol = model.make_solution(n=n, status=st, certificate=cert, solver=solver_name,
                               message=f"secant MILP over the whole box: {message}")
     sol.details["formulation"] = "secant"
+    sol.termination = termination
     sol.wall_time = time.perf_counter() - t0
     return sol
 

@@ -36,6 +36,7 @@ from ...options import DEFAULT_REL_GAP
 from ...numerics import bisect
 from ...registry import register
 from ...result import Certificate, Solution, Status
+from .. import _status
 from .._output import absorb_highs_banner
 
 _DESC = "cvxpy models (HiGHS / Clarabel / SCIP through cvxpy)"
@@ -175,6 +176,7 @@ def solve_hierarchy_cvxpy(model: HierarchyBudget, solver: str | None = None, rel
         try:
             absorb_highs_banner()   # HiGHS prints a banner on stdout on its first use in a process
             prob.solve(solver=solver, **lp_opts)
+            _status.record(prob.status)     # the solver's own reason: Solution.termination
         except Exception as exc:  # noqa: BLE001 - solver fault becomes a status
             status_msg = f"LP solver {solver} failed: {exc}"
             break

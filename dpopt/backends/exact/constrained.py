@@ -39,6 +39,7 @@ from ...formulations.separable import (EVAL_RTOL, FEASIBILITY_TOL, SeparableProg
                                        secant_milp)
 from ...result import Certificate, Solution, Status
 from .._output import new_highs
+from .._status import status_of
 from .domains import domain_structure, solve_domains
 
 from ...options import DEFAULT_REL_GAP, DEFAULT_TIME_LIMIT  # noqa: E402  (the one default of every backend)
@@ -837,8 +838,7 @@ def _highs_solve(milp, rel_gap, abs_gap, time_limit, verbose=False, start=None):
     h.run()
     st = h.getModelStatus()
     info = h.getInfo()
-    S = highspy.HighsModelStatus
-    name = {S.kOptimal: "optimal", S.kInfeasible: "infeasible", S.kTimeLimit: "time_limit"}.get(st, "other")
+    name = status_of("highs", st).value     # the one HiGHS map (backends/_status.py)
     n = None
     if info.primal_solution_status == 2 or name == "optimal":   # 2 = feasible
         col = np.asarray(h.getSolution().col_value[:milp.k])

@@ -39,6 +39,7 @@ from ... import _validate as V
 from ..._validate import InvalidOption
 from ...options import DEFAULT_TIME_LIMIT
 from ...result import Status
+from .. import _status
 from .._highs import check_threads, prepare_threads
 from .._output import descriptor_output, new_highs
 
@@ -195,20 +196,9 @@ def status_of(termination, has_point: bool) -> Status:
     """One map from Pyomo's termination condition to :class:`Status` for every pyomo backend.
 
     A user interrupt (SCIP and HiGHS catch SIGINT themselves and return) is raised as KeyboardInterrupt:
-    the command stops instead of reporting a row as ``error``."""
-    from pyomo.opt import TerminationCondition as TC
-
-    if termination in (TC.userInterrupt, TC.resourceInterrupt):
-        raise KeyboardInterrupt(f"solver interrupted ({termination})")
-    if termination in (TC.optimal, TC.globallyOptimal, TC.locallyOptimal):
-        return Status.OPTIMAL if has_point else Status.ERROR
-    if termination in (TC.maxTimeLimit, TC.maxIterations, TC.maxEvaluations):
-        return Status.TIME_LIMIT
-    if termination in (TC.infeasible, TC.infeasibleOrUnbounded):
-        return Status.INFEASIBLE
-    if termination == TC.feasible:
-        return Status.FEASIBLE if has_point else Status.ERROR
-    return Status.ERROR
+    the command stops instead of reporting a row as ``error``. (The map is
+    :data:`dpopt.backends._status.PYOMO`.)"""
+    return _status.status_of("pyomo", termination, has_point)
 
 
 # ---------------------------------------------------------------------------------- the solve call
@@ -301,6 +291,7 @@ def run(opt, key: str, m, options: dict, verbose: bool):
         # SCIP's log reaches the descriptors directly (Pyomo's tee would pipe it); the others' through Pyomo
         results = opt.solve(m, load_solutions=False, tee=verbose and key != "scip", options=options)
         tc = results.solver.termination_condition
+        _status.record(tc)
         has_point = len(results.solution) > 0
         if has_point:
             m.solutions.load_from(results)
