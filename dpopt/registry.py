@@ -13,6 +13,7 @@ import time
 from importlib import import_module
 from typing import Any, Callable
 
+from . import _log
 from . import _validate as V
 from . import options as declared_options
 from .result import Solution, Status
@@ -123,7 +124,8 @@ def dispatch(model, backend: str, task: str, options: dict[str, Any]) -> Solutio
     from .backends import _status
     token = _status.begin()
     try:
-        sol = fn(model, **options)
+        with _log.to_stderr(options.get("verbose") is True):     # verbose: the dpopt log on stderr too
+            sol = fn(model, **options)
     except (KeyboardInterrupt, MemoryError, V.InvalidOption):
         raise   # bad option values are the caller's to fix, not a solver status
     except Exception as exc:  # a fault inside a solver becomes a status, never a crash
@@ -134,7 +136,10 @@ def dispatch(model, backend: str, task: str, options: dict[str, Any]) -> Solutio
     sol.wall_time = sol.wall_time or (time.perf_counter() - t0)
     sol.backend = sol.backend or backend
     sol.model = sol.model or name
-    return _refuse_non_finite(sol)
+    sol = _refuse_non_finite(sol)
+    _log.logger.info("%s %s of a %s: %s%s in %.3g s: %s", backend, task, name, sol.status.value,
+                     f" (solver: {sol.termination})" if sol.termination else "", sol.wall_time, sol.message)
+    return sol
 
 
 def _refuse_non_finite(sol: Solution) -> Solution:
