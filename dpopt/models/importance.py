@@ -45,7 +45,7 @@ MIN_SLOPE = 1e-300
 #: a point is private when every ψ_i ≤ ε*·(1 + FEASIBILITY_RTOL) (a few ulps of evaluating ψ)
 FEASIBILITY_RTOL = 1e-12
 #: a private point is reported optimal when its proven relative gap is at most this (backend option rel_gap)
-DEFAULT_REL_GAP = default_rel_gap("exact", "ImportanceSampling")   # dpopt.options.REL_GAP_FLOOR
+DEFAULT_REL_GAP = default_rel_gap("exact", "ImportanceSampling")   # dpopt.options.FAMILY_REL_GAP
 
 
 # ---------------------------------------------------------------------------------- helpers

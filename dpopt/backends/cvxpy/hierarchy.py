@@ -32,7 +32,7 @@ import numpy as np
 
 from ...models.hierarchy import HierarchyBudget
 from ... import _validate as V
-from ...options import DEFAULT_REL_GAP
+from ...options import default_rel_gap
 from ...numerics import bisect
 from ...registry import register
 from ...result import Certificate, Solution, Status
@@ -90,7 +90,7 @@ def optimum_box(model: HierarchyBudget):
 
 
 @register("cvxpy", HierarchyBudget, "solve", _DESC)
-def solve_hierarchy_cvxpy(model: HierarchyBudget, solver: str | None = None, rel_gap: float = DEFAULT_REL_GAP,
+def solve_hierarchy_cvxpy(model: HierarchyBudget, solver: str | None = None, rel_gap: float = default_rel_gap("cvxpy", "HierarchyBudget"),
                           max_iter: int = 300, initial_cuts: int = 9, time_limit=None) -> Solution:
     """Options: ``solver`` (cvxpy LP solver name, case-insensitive; default HIGHS, else CLARABEL), ``rel_gap``
     (relative gap to stop at), ``max_iter`` (LP solves), ``initial_cuts`` (log-spaced cuts per level, ≥ 2),
