@@ -18,14 +18,11 @@ from .models.importance import (ImportanceSampling, amplified_loss, bisect_optim
                                 calibrate_noise_scale, coreset_probabilities, linear_optimal_weights,
                                 uniform_probabilities)
 from .models.min_cost import MinCostDesign
-from .models.sample_size import (SampleSizeProgram, amplified_nominal_epsilon, epsilon_for_noise_ratio,
-                                 no_gain_bound, noise_ratio, q_bound, rate_for_q_bound)
+from .models.sample_size import (SampleSizeProgram, epsilon_for_noise_ratio, no_gain_bound, noise_ratio, q_bound, rate_for_q_bound)
 from .models.sample_size_study import SampleSizeStudy
 from .registry import available_backends
 from .result import Certificate, CertificateKind, Solution, Status
-from .simulate.hierarchy import monte_carlo, simulate_hierarchy
-# dpopt.release is the OpenDP release package; called as a function it still runs the Monte Carlo
-# simulator it used to name, with a DeprecationWarning (see dpopt/release/__init__.py)
+from .simulate.hierarchy import simulate_hierarchy
 from . import release  # noqa: E402
 from .simulate.sample_size import simulate_sample_size, smooth_sensitivity_median
 
@@ -48,8 +45,8 @@ __all__ = [
     "privacy", "datasets", "io", "Model", "StratifiedDesign", "MinCostDesign", "Hierarchy", "HierarchyBudget", "SampleSizeProgram",
     "SampleSizeStudy", "ImportanceSampling", "Solution", "Certificate", "CertificateKind", "Status", "available_backends", "compare", "CompareResult",
     "build_pyomo_model", "build_cvxpy_problem", "load_gapminder", "toy_hierarchy", "truncated_laplace_moments",
-    "release", "simulate_hierarchy", "monte_carlo", "noise_ratio", "epsilon_for_noise_ratio", "q_bound", "rate_for_q_bound",
-    "no_gain_bound", "amplified_nominal_epsilon", "amplified_loss", "calibrate_epsilon", "calibrate_noise_scale",
+    "release", "simulate_hierarchy", "noise_ratio", "epsilon_for_noise_ratio", "q_bound", "rate_for_q_bound",
+    "no_gain_bound", "amplified_loss", "calibrate_epsilon", "calibrate_noise_scale",
     "uniform_probabilities", "coreset_probabilities", "linear_optimal_weights", "bisect_optimal_weights",
     "simulate_sample_size", "smooth_sensitivity_median", "__version__",
 ]

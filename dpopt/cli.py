@@ -23,7 +23,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="let the model file name data files outside its own folder")
     s.add_argument("--relax", action="store_true", help="solve the continuous relaxation instead")
     s.add_argument("--time-limit", type=float, default=None, help="seconds (backends that support it)")
-    s.add_argument("--json", action="store_true", help="print the Solution as JSON")
+    s.add_argument("--json", action="store_true", help="print the Solution as JSON (the only thing on stdout)")
+    s.add_argument("--verbose", action="store_true", help="the dpopt log and the solver's log on stderr")
     sub.add_parser("backends", help="list the registered backends")
     c = sub.add_parser("compare", help="run every capable backend on a model file and compare")
     c.add_argument("file", help="model file (TOML)")
@@ -31,7 +32,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="backend names (e.g. exact algorithm1 pyomo:scip pyomo:highs cvxpy); default: all capable")
     c.add_argument("--relax", action="store_true", help="compare continuous relaxations instead")
     c.add_argument("--time-limit", type=float, default=None, help="seconds per backend (those that support it)")
-    c.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    c.add_argument("--json", action="store_true", help="print the comparison as JSON (the only thing on stdout)")
+    c.add_argument("--verbose", action="store_true", help="the dpopt log on stderr")
     c.add_argument("--allow-outside-paths", action="store_true",
                    help="let the model file name data files outside its own folder")
     pl = sub.add_parser("plot", help="draw a figure (needs the plot extra); 'dpopt plot list' lists them, "
@@ -59,7 +61,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
+    from . import _log
+
     args = _parser().parse_args(argv)
+    with _log.to_stderr(bool(getattr(args, "verbose", False))):
+        return _run(args)
+
+
+def _run(args) -> int:
     try:
         if args.command == "backends":
             for name, desc in sorted(available_backends().items()):
@@ -133,13 +142,16 @@ def _solve(args) -> int:
     allowed = handler_solvers(model, backend, task_name) if isinstance(backend, str) \
         and backend in available_backends() else None
     if allowed and takes_limit:      # an external solver runs: say which, and for how long at most
-        from .backends.pyomo._solver import DEFAULT_TIME_LIMIT
+        from .options import DEFAULT_TIME_LIMIT
         limit = options.get("time_limit")
         limit_text = (f"time limit {DEFAULT_TIME_LIMIT:g} s, the default (--time-limit to change)" if limit is None
                       else f"time limit {limit:g} s")
         solver = str(options.get("solver", allowed[0])).strip().lower()
         print(f"dpopt: solving with {backend} ({solver}); {limit_text} ...",
               file=sys.stderr, flush=True)
+    if args.verbose and isinstance(backend, str) and backend in available_backends() \
+            and option_parameter(model, backend, task_name, "verbose") is not None:
+        options["verbose"] = True       # the solver's own log too (on stderr, never stdout)
     task = model.relax if args.relax else model.solve
     sol = task(backend=backend, **options)
     if args.json:

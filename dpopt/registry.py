@@ -13,7 +13,9 @@ import time
 from importlib import import_module
 from typing import Any, Callable
 
+from . import _log
 from . import _validate as V
+from . import options as declared_options
 from .result import Solution, Status
 
 # (backend name, model class, task) -> function(model, **options) -> Solution
@@ -76,18 +78,9 @@ def option_parameter(model, backend: str, task: str, option: str) -> inspect.Par
     return p
 
 
-# the common options (docs/api.md): one rule each, checked before any handler runs
-_COMMON = {"time_limit": V.time_limit, "rel_gap": V.rel_gap, "verbose": V.verbose}
-
-
-def _check_common(options: dict[str, Any]) -> dict[str, Any]:
-    out = dict(options)
-    for key, check in _COMMON.items():
-        if key in out:
-            out[key] = check(out[key])
-    if "solver_options" in out and out["solver_options"] is not None:
-        out["solver_options"] = V.solver_options(out["solver_options"])
-    return out
+def _check_options(backend: str, options: dict[str, Any]) -> dict[str, Any]:
+    """Every declared option checked before any handler runs (:mod:`dpopt.options`: one declaration each)."""
+    return declared_options.validate(backend, options)
 
 
 def _known_options(backend: str) -> set[str]:
@@ -114,7 +107,7 @@ def dispatch(model, backend: str, task: str, options: dict[str, Any]) -> Solutio
                         f"got {type(backend).__name__}")
     if backend not in _BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; available: {', '.join(sorted(_BACKENDS))}")
-    options = _check_common(options)
+    options = _check_options(backend, options)
     fn = _find(backend, model, task)
     name = type(model).__name__
     if fn is None:
@@ -126,24 +119,27 @@ def dispatch(model, backend: str, task: str, options: dict[str, Any]) -> Solutio
     try:
         inspect.signature(fn).bind(model, **options)
     except TypeError as exc:
-        from .backends.pyomo._solver import RENAMED_OPTIONS    # the one list of option names that changed
-        params = inspect.signature(fn).parameters
-        for key in options:
-            if key not in params and key in RENAMED_OPTIONS:
-                raise V.InvalidOption(f"backend {backend!r} ({task}): option {key!r} was renamed; use "
-                                      f"{RENAMED_OPTIONS[key]}") from None
         raise TypeError(f"backend {backend!r} ({task}): {exc}") from None
     t0 = time.perf_counter()
+    from .backends import _status
+    token = _status.begin()
     try:
-        sol = fn(model, **options)
+        with _log.to_stderr(options.get("verbose") is True):     # verbose: the dpopt log on stderr too
+            sol = fn(model, **options)
     except (KeyboardInterrupt, MemoryError, V.InvalidOption):
         raise   # bad option values are the caller's to fix, not a solver status
     except Exception as exc:  # a fault inside a solver becomes a status, never a crash
         sol = Solution(status=Status.ERROR, message=f"{type(exc).__name__}: {exc}")
+    finally:
+        termination = _status.end(token)
+    sol.termination = sol.termination or termination      # the solver's own reason, beside dpopt's status
     sol.wall_time = sol.wall_time or (time.perf_counter() - t0)
     sol.backend = sol.backend or backend
     sol.model = sol.model or name
-    return _refuse_non_finite(sol)
+    sol = _refuse_non_finite(sol)
+    _log.logger.info("%s %s of a %s: %s%s in %.3g s: %s", backend, task, name, sol.status.value,
+                     f" (solver: {sol.termination})" if sol.termination else "", sol.wall_time, sol.message)
+    return sol
 
 
 def _refuse_non_finite(sol: Solution) -> Solution:

@@ -115,7 +115,11 @@ class Solution:
     backend : backend name, solver : underlying solver name (if any)
     model : the model class's name
     wall_time : seconds spent in the backend
-    message : solver message / why a status was reached
+    message : one or two sentences for people: what was proven, why it stopped (the step trail of a
+        search goes to the ``dpopt`` logger, and to ``details["steps"]``)
+    termination : the underlying solver's own termination reason, as it said it (``"maxTimeLimit"``,
+        ``"optimal_inaccurate"``, ``"Time limit reached"``; ``""`` when no external solver ran). ``status``
+        is what the point is worth; this is why the solver stopped (dpopt.backends._status maps one to the other)
     details : family- or backend-specific extras (also readable as attributes)
     epsilon : the privacy budgets a budget-allocation family chooses (ε per level of a hierarchy:
         the decision ``x`` itself); None for the other families
@@ -134,6 +138,7 @@ class Solution:
     message: str = ""
     details: dict[str, Any] = field(default_factory=dict)
     epsilon: np.ndarray | None = None
+    termination: str = ""
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)
@@ -170,6 +175,7 @@ class Solution:
             "model": self.model,
             "wall_time": self.wall_time,
             "message": self.message,
+            "termination": self.termination,
             "details": {k: _jsonable(v) for k, v in self.details.items()},
             "epsilon": _jsonable(self.epsilon),
         }
@@ -242,6 +248,8 @@ class Solution:
                    ("wall time", f"{self.wall_time:.3g} s")]
         if self.message:
             fields.append(("message", self.message))
+        if self.termination:
+            fields.append(("solver termination", self.termination))
         out = ["<div><strong>dpopt Solution</strong>", "<table>"]
         out += [f"<tr><th style='text-align:left'>{esc(k)}</th><td style='text-align:left'>{esc(str(v))}</td></tr>"
                 for k, v in fields]

@@ -2,6 +2,7 @@
 written (atomically) before the estimate."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -113,3 +114,24 @@ def test_release_writes_the_audit_first_and_no_estimate_without_it(tmp_path, cap
     assert main(["release", str(model), "--frame", str(frame), "--seed", "5", "--out", str(out2)]) == 2
     capsys.readouterr()
     assert list(out2.iterdir()) == []
+
+
+# ------------------------------------------------------------------ issue 19 item 7: --json is JSON only
+BUNDLED = sorted((Path(__file__).resolve().parent.parent / "models").glob("*.toml"))
+
+
+@pytest.mark.parametrize("path", BUNDLED, ids=[p.stem for p in BUNDLED])
+def test_solve_json_prints_exactly_one_json_document(path):
+    """stdout holds one valid JSON document and nothing else (no solver banner, no log line, no note); the
+    message is for people: a sentence or two, the step trail is in details['steps'] and the log."""
+    import json
+    import os
+    import subprocess
+    import sys
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    res = subprocess.run([sys.executable, "-m", "dpopt.cli", "solve", "--json", str(path)], capture_output=True,
+                         text=True, timeout=600, env=env)
+    assert res.returncode in (0, 1), res.stderr
+    doc = json.loads(res.stdout)             # raises on anything before, after or between
+    assert isinstance(doc, dict) and doc["status"] and "termination" in doc
+    assert len(doc["message"]) <= 300 and doc["message"].count("; ") <= 2, doc["message"]

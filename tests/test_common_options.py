@@ -50,3 +50,40 @@ def test_common_options_are_honoured_or_refused(name, task, backend):
     assert sol.status != dpopt.Status.ERROR or sol.message, (name, task, backend)
     if "time_limit" in accepted:
         assert sol.wall_time <= COMMON["time_limit"] * 1.5 + 5.0, (name, task, backend, sol.wall_time)
+
+
+# ------------------------------------------------------------------ issue 19 item 4: options declared once
+def test_every_handler_option_is_declared_with_the_one_default():
+    from dpopt import options as O
+    registry.available_backends()
+    for (backend, cls, task), fn in registry._HANDLERS.items():
+        for q in list(inspect.signature(fn).parameters.values())[1:]:
+            if q.kind not in (q.POSITIONAL_OR_KEYWORD, q.KEYWORD_ONLY):
+                continue
+            assert O.declaration(backend, q.name) is not None, (backend, cls.__name__, task, q.name)
+            if q.name == "time_limit":
+                assert q.default is None, (backend, cls.__name__, task)     # None: DEFAULT_TIME_LIMIT
+            if q.name == "rel_gap" and q.default is not None:
+                assert q.default == O.default_rel_gap(backend, cls.__name__), (backend, cls.__name__, task)
+
+
+def test_one_time_limit_default():
+    from dpopt import options as O
+    from dpopt.backends import _secant
+    from dpopt.backends.exact import constrained
+    from dpopt.backends.pyomo import _solver
+    assert _solver.DEFAULT_TIME_LIMIT is _secant.DEFAULT_TIME_LIMIT is constrained.DEFAULT_TIME_LIMIT \
+        is O.DEFAULT_TIME_LIMIT
+    assert constrained.DEFAULT_REL_GAP is O.DEFAULT_REL_GAP
+
+
+def test_declared_options_are_checked_before_the_handler_runs():
+    from dpopt import _validate as V
+    model = datasets.chen_table1(1.0)
+    for backend in ("exact", "algorithm1", "pyomo", "cvxpy", "scipy"):
+        for bad in ({"time_limit": -1}, {"rel_gap": 2.0}, {"verbose": "yes"}):
+            task = "relax" if backend == "scipy" else "solve"
+            if registry.option_parameter(model, backend, task, next(iter(bad))) is None:
+                continue
+            with pytest.raises(V.InvalidOption, match=next(iter(bad))):
+                getattr(model, task)(backend=backend, **bad)

@@ -157,6 +157,18 @@ def test_readme_options_table_matches_the_backends():
         "README's options table is out of date: run python tests/test_docs.py to regenerate it"
 
 
+DEFAULTS_START = "<!-- README defaults table: generated from dpopt/options.py -->"
+DEFAULTS_END = "<!-- end of README defaults table -->"
+
+
+def test_readme_defaults_table_is_the_declarations():
+    from dpopt.options import defaults_table
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    i, j = text.index(DEFAULTS_START) + len(DEFAULTS_START), text.index(DEFAULTS_END)
+    assert text[i:j].strip() == defaults_table(), \
+        "README's defaults table is out of date: run python tests/test_docs.py to regenerate it"
+
+
 def _api_table(text: str) -> str:
     i, j = text.index(TABLE_START) + len(TABLE_START), text.index(TABLE_END)
     return text[i:j].strip()
@@ -177,5 +189,8 @@ if __name__ == "__main__":
     readme = ROOT / "README.md"
     text = readme.read_text(encoding="utf-8")
     i, j = text.index(README_START) + len(README_START), text.index(README_END)
-    readme.write_text(text[:i] + "\n" + readme_options_table() + "\n" + text[j:], encoding="utf-8")
+    text = text[:i] + "\n" + readme_options_table() + "\n" + text[j:]
+    from dpopt.options import defaults_table
+    i, j = text.index(DEFAULTS_START) + len(DEFAULTS_START), text.index(DEFAULTS_END)
+    readme.write_text(text[:i] + "\n" + defaults_table() + "\n" + text[j:], encoding="utf-8")
     print(f"rewrote the options table of {readme}", file=sys.stderr)

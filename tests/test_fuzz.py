@@ -331,7 +331,6 @@ PUBLIC = [
     (dpopt.coreset_probabilities, ([[1.0, 2.0], [0.5, 0.1], [2.0, 1.0]], 1.5), ("points", "m")),
     (dpopt.linear_optimal_weights, ([0.1, 0.3], 1.0), ("slopes", "epsilon")),
     (dpopt.truncated_laplace_moments, (1.0, [3.0, 5.0]), ("epsilon", "N")),
-    (dpopt.release, (H, [1.0, 1.0, 1.0]), ("hierarchy", "epsilon_per_level")),
     (dpopt.simulate_hierarchy, (H, [1.0, 1.0, 1.0], 20), ("hierarchy", "epsilon_per_level", "trials")),
     (dpopt.smooth_sensitivity_median, ([1.0, 2.0, 3.0], 0.5, 0.0, 4.0), ("sorted_values", "beta", "lower", "upper")),
     (dpopt.privacy.central_epsilon, (1.0, 0.5), ("epsilon_nominal", "q")),

@@ -1,6 +1,6 @@
 """The package's layout: every module imports on its own in a fresh interpreter, the module graph has no
-import cycle, models never import backends or io at module level, and the old module path still works
-(with a DeprecationWarning) for one release."""
+import cycle, models never import backends or io at module level, and no module swaps itself for another
+(the package is unreleased: no deprecated module paths). The packaging names no missing data."""
 
 import ast
 import pkgutil
@@ -13,9 +13,7 @@ import pytest
 import dpopt
 
 ROOT = Path(dpopt.__file__).resolve().parent
-MODULES = sorted(m.name for m in pkgutil.walk_packages([str(ROOT)], prefix="dpopt.")
-                 if m.name != "dpopt.modelfile")     # the deprecated alias is checked below
-MODULES_AND_ALIAS = MODULES + ["dpopt.modelfile"]
+MODULES = sorted(m.name for m in pkgutil.walk_packages([str(ROOT)], prefix="dpopt."))
 
 
 def _module_file(name: str) -> Path:
@@ -41,10 +39,10 @@ def _top_level_imports(name: str) -> set[str]:
             if target.startswith("dpopt"):
                 for alias in node.names:
                     sub = f"{target}.{alias.name}"
-                    out.add(sub if sub in MODULES_AND_ALIAS else target)
+                    out.add(sub if sub in MODULES else target)
         elif isinstance(node, ast.Import):
             out.update(a.name for a in node.names if a.name.startswith("dpopt"))
-    return {m for m in out if m in MODULES_AND_ALIAS and m != name}
+    return {m for m in out if m in MODULES and m != name}
 
 
 def test_every_module_imports_in_isolation():
@@ -89,14 +87,24 @@ def test_no_import_cycle_at_module_level():
 @pytest.mark.parametrize("name", [m for m in MODULES if m.startswith("dpopt.models.")])
 def test_models_do_not_import_backends_or_io(name):
     bad = {t for t in _top_level_imports(name)
-           if t.startswith(("dpopt.backends", "dpopt.io", "dpopt.cli", "dpopt.compare", "dpopt.modelfile"))}
+           if t.startswith(("dpopt.backends", "dpopt.io", "dpopt.cli", "dpopt.compare"))}
     assert not bad, f"{name} imports {sorted(bad)}"
 
 
-def test_the_old_modelfile_path_is_the_new_module_with_a_warning():
-    code = ("import warnings\nwarnings.simplefilter('error')\ntry:\n    import dpopt.modelfile\n"
-            "except DeprecationWarning as w:\n    print('warned', w)\n")
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert "warned" in res.stdout and "dpopt.io.modelfile" in res.stdout, res.stdout + res.stderr
-    code = "import warnings\nwarnings.simplefilter('ignore')\nimport dpopt.modelfile as m, dpopt.io.modelfile as n\nprint(m is n)"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout.strip() == "True"
+def test_no_module_swaps_itself():
+    """Issue 19 item 6: no ``sys.modules`` swap or module-class swap (deprecated aliases are gone)."""
+    assert not (ROOT / "modelfile.py").exists() and not (ROOT / "_deprecated.py").exists()
+    for name in MODULES:
+        text = _module_file(name).read_text()
+        assert "sys.modules[__name__]" not in text, name
+        assert ".__class__ = " not in text, name
+
+
+def test_packaging_names_no_missing_data():
+    import tomllib
+    repo = ROOT.parent
+    cfg = tomllib.loads((repo / "pyproject.toml").read_text())
+    package_data = cfg.get("tool", {}).get("setuptools", {}).get("package-data", {})
+    for package, globs in package_data.items():
+        for g in globs:
+            assert list((repo / package.replace(".", "/")).glob(g)), f"package-data {package}: {g} matches nothing"

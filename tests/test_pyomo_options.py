@@ -45,16 +45,13 @@ def _run(make, task, **options):
     return getattr(make(), task)(backend="pyomo", **options)
 
 
-# ------------------------------------------------------------------------------ old names
+# ------------------------------------------------------------------------------ unknown names
 @pytest.mark.parametrize("make,task", FAMILIES, ids=IDS)
-@pytest.mark.parametrize("old,value,new", [("mip_gap", 0.0, "rel_gap"), ("gap", 1e-6, "rel_gap"),
-                                           ("gap_tol", 1e-6, "rel_gap"), ("tee", False, "verbose"),
-                                           ("feastol", 1e-9, "solver_options"),
-                                           ("scip_options", {}, "solver_options")])
-def test_old_option_names_raise_naming_the_new_one(make, task, old, value, new):
-    with pytest.raises(V.InvalidOption, match=new) as info:
-        _run(make, task, **{old: value})
-    assert old in str(info.value)
+@pytest.mark.parametrize("name,value", [("mip_gap", 0.0), ("tee", False), ("scip_options", {})])
+def test_unknown_option_names_raise_naming_them(make, task, name, value):
+    # the package is unreleased: no old names are kept; an unknown one is refused, naming it
+    with pytest.raises(TypeError, match=name):
+        _run(make, task, **{name: value})
 
 
 @pytest.mark.parametrize("make,task", FAMILIES, ids=IDS)

@@ -408,18 +408,14 @@ def test_hierarchy_budgets_never_exceed_the_total_exactly():
     assert rel.epsilon_spent <= 0.1
 
 
-def test_dpopt_release_is_the_package_and_the_old_call_warns():
-    """``dpopt.release`` used to be the Monte Carlo simulator; importing the package used to flip the
-    attribute from that function to the module. It is now always the package, and calling it still runs
-    the simulator with a DeprecationWarning."""
+def test_dpopt_release_is_the_package_and_not_callable():
+    """``dpopt.release`` is the OpenDP release package, always; it is not callable (the Monte Carlo simulator
+    is ``dpopt.simulate.hierarchy.release``, and no module swaps its class)."""
     import dpopt
     import dpopt.release as pkg
-    from dpopt.simulate.hierarchy import release as simulate
     assert dpopt.release is pkg and callable(pkg.release_stratified)
-    h = dpopt.toy_hierarchy()
-    with pytest.warns(DeprecationWarning, match="dpopt.simulate.hierarchy.release"):
-        old = dpopt.release(h, [0.3, 0.3, 0.4], 11)
-    assert all(np.array_equal(a, b) for a, b in zip(old, simulate(h, [0.3, 0.3, 0.4], 11)))
+    with pytest.raises(TypeError):
+        dpopt.release(dpopt.toy_hierarchy(), [0.3, 0.3, 0.4], 11)
 
 
 def test_outputs_are_scalars_for_one_variable_and_one_schema_for_any():

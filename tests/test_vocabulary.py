@@ -1,5 +1,5 @@
-"""One vocabulary (issue 12, docs/privacy.md#vocabulary): the new names give the closed forms, and every
-old name still works for one release with a DeprecationWarning naming its replacement."""
+"""One vocabulary (issue 12, docs/privacy.md#vocabulary): the names give the closed forms; the old names are
+gone (issue 19: the package is unreleased, so nothing is deprecated)."""
 
 import math
 import warnings
@@ -21,46 +21,26 @@ def test_central_and_nominal_budgets_are_the_closed_forms():
     assert privacy.central_epsilon_delta(nominal, 1e-4, q) == pytest.approx((eps, 3e-6), rel=1e-14)
 
 
-@pytest.mark.parametrize("old,new,args", [
-    (lambda *a: privacy.amplified_epsilon(*a), privacy.central_epsilon, (2.0, 0.1)),
-    (lambda *a: privacy.amplified_delta(*a), privacy.central_delta, (1e-3, 0.1)),
-    (lambda *a: privacy.amplified_epsilon_delta(*a), privacy.central_epsilon_delta, (2.0, 1e-3, 0.1)),
-    (lambda *a: dpopt.amplified_nominal_epsilon(*a), privacy.nominal_epsilon, (1.0, 0.01)),
-], ids=["amplified_epsilon", "amplified_delta", "amplified_epsilon_delta", "amplified_nominal_epsilon"])
-def test_old_function_names_warn_and_agree(old, new, args):
-    with pytest.warns(DeprecationWarning, match=new.__name__):
-        got = old(*args)
-    assert np.allclose(got, new(*args), rtol=1e-15)
+def test_old_names_are_gone():
+    # the package is unreleased: the names before issue 12's vocabulary are removed, not deprecated
+    for name in ("amplified_epsilon", "amplified_delta", "amplified_epsilon_delta"):
+        assert not hasattr(privacy, name), name
+    for name in ("amplified_nominal_epsilon", "monte_carlo"):
+        assert not hasattr(dpopt, name), name
+    assert not hasattr(dpopt.SampleSizeProgram, "noise_variance")
+    assert not hasattr(dpopt.HierarchyBudget, "objective_kind")
+    with pytest.raises(TypeError, match="objective"):
+        dpopt.HierarchyBudget(dpopt.toy_hierarchy(), 2.0, objective="laplace-variance")
+    with pytest.raises(TypeError):
+        dpopt.release(dpopt.toy_hierarchy(), [1.0, 1.0, 1.0])
 
 
-def test_old_method_keyword_and_function_names_warn():
-    s = dpopt.SampleSizeProgram(1000, 2.0, 1.0, sensitivity=1.0)
-    with pytest.warns(DeprecationWarning, match="noise_variance_at"):
-        assert s.noise_variance(50.0) == s.noise_variance_at(50.0)
-    h = dpopt.toy_hierarchy()
-    with pytest.warns(DeprecationWarning, match="loss="):
-        old = dpopt.HierarchyBudget(h, 2.0, objective="laplace-variance")
-    new = dpopt.HierarchyBudget(h, 2.0, loss="laplace-variance")
-    assert old.objective_value(old.uniform_split()) == new.objective_value(new.uniform_split())
-    with pytest.warns(DeprecationWarning, match="HierarchyBudget.loss"):
-        assert new.objective_kind == new.loss == "laplace-variance"
-    with pytest.raises(TypeError, match="loss= only"):
-        dpopt.HierarchyBudget(h, 2.0, loss="laplace-variance", objective="laplace-variance")
-    with pytest.warns(DeprecationWarning, match="simulate_hierarchy"):
-        mc = dpopt.monte_carlo(h, new.uniform_split(), trials=200, seed=1)
-    ref = dpopt.simulate_hierarchy(h, new.uniform_split(), trials=200, seed=1)
-    assert np.array_equal(mc["mse"], ref["mse"])
-
-
-def test_hierarchy_model_file_key_loss_and_its_old_name():
+def test_hierarchy_model_file_key_is_loss():
     base = {"family": "hierarchy", "epsilon_total": 2.0, "dataset": "toy"}
     m, _ = modelfile.from_dict({**base, "loss": "laplace-variance"})
     assert m.loss == "laplace-variance"
-    with pytest.warns(DeprecationWarning, match="'loss'"):
-        m2, _ = modelfile.from_dict({**base, "objective": "laplace-variance"})
-    assert m2.loss == "laplace-variance"
-    with pytest.raises(modelfile.ModelFileError, match="loss only"):
-        modelfile.from_dict({**base, "objective": "laplace-variance", "loss": "laplace-variance"})
+    with pytest.raises(modelfile.ModelFileError, match="objective"):
+        modelfile.from_dict({**base, "objective": "laplace-variance"})
 
 
 def test_new_names_do_not_warn():

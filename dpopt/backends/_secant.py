@@ -15,10 +15,10 @@ import time
 import numpy as np
 
 from .. import _validate as V
+from ..options import DEFAULT_REL_GAP, DEFAULT_TIME_LIMIT
 from ..formulations.separable import program_of, secant_milp
 from ..result import Certificate, Solution, Status, gap_proves
 
-DEFAULT_TIME_LIMIT = 300.0          # seconds, when the caller gives none: a solver call always ends
 DEFAULT_MAX_SEGMENTS = 300_000
 _PYOMO_SOLVERS = ("scip", "highs")        # dpopt names; _pyomo.SOLVERS maps them to Pyomo's factories
 _CVXPY_SOLVERS = {"scip": "SCIP", "highs": "HIGHS"}
@@ -47,7 +47,7 @@ def _prepare(model, options, solvers):
     time_limit = options.get("time_limit")
     time_limit = DEFAULT_TIME_LIMIT if time_limit is None else V.time_limit(time_limit)
     gap = options.get("rel_gap")
-    gap = 1e-9 if gap is None else V.option(V.real, "rel_gap", gap)
+    gap = DEFAULT_REL_GAP if gap is None else V.option(V.real, "rel_gap", gap)
     if not 0 <= gap < 1:
         raise V.InvalidOption(f"rel_gap must be in [0, 1), got {gap:g}")
     prog = program_of(model)
@@ -75,7 +75,7 @@ def _prepare(model, options, solvers):
                 verbose=bool(options.get("verbose", False)), solver_options=dict(solver_options)), None
 
 
-def _finish(model, prep, status_word, n, bound, solver_name, t0, message):
+def _finish(model, prep, status_word, n, bound, solver_name, t0, message, termination=""):
     prog = prep["prog"]
     repaired = False
     if n is not None and not (np.all(n >= prog.lower) and np.all(n <= prog.upper)
@@ -89,7 +89,8 @@ def _finish(model, prep, status_word, n, bound, solver_name, t0, message):
                        else "; no repair found"))
     if n is None:
         st = {"infeasible": Status.INFEASIBLE, "time_limit": Status.TIME_LIMIT}.get(status_word, Status.ERROR)
-        return Solution(status=st, solver=solver_name, message=message, wall_time=time.perf_counter() - t0)
+        return Solution(status=st, solver=solver_name, message=message, wall_time=time.perf_counter() - t0,
+                        termination=termination)
     obj = prog.evaluate(n.astype(float))[0]
     lb = bound if math.isfinite(bound) else -math.inf
     gap = max((obj - lb) / abs(obj), 0.0) if obj and math.isfinite(lb) else math.inf
@@ -102,6 +103,7 @@ def _finish(model, prep, status_word, n, bound, solver_name, t0, message):
     sol = model.make_solution(n=n, status=st, certificate=cert, solver=solver_name,
                               message=f"secant MILP over the whole box: {message}")
     sol.details["formulation"] = "secant"
+    sol.termination = termination
     sol.wall_time = time.perf_counter() - t0
     return sol
 

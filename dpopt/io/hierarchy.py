@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from .. import _validate as V
-from .._deprecated import warn
 from ..models.hierarchy import DEFAULT_EPS_MIN, HierarchyBudget
 from ..models.tree import Hierarchy
 from .modelfile import ModelFileError, register_family, resolve_path, take
@@ -18,13 +17,8 @@ def _load_hierarchy(data: dict, base) -> HierarchyBudget:
     loss, and exactly one source of the tree: ``[tree] counts = [[…], …], parents = [[…], …]``
     (parents of levels 2..L), ``tree_csv = "file.csv"`` (columns id,parent,count), or
     ``dataset = "gapminder"`` with ``year`` (and optional ``unit``), or ``dataset = "toy"``."""
-    take(data, {"name", "epsilon_total", "mse_target", "weights", "sensitivity", "epsilon_min", "loss", "objective",
+    take(data, {"name", "epsilon_total", "mse_target", "weights", "sensitivity", "epsilon_min", "loss",
                 "tree", "tree_csv", "dataset", "year", "unit", "allow_inconsistent"}, set())
-    if "objective" in data:           # the deprecated key (in the stratified family `objective` is the weighting)
-        if "loss" in data:
-            raise ModelFileError("give loss only (objective is its deprecated name)")
-        warn("the hierarchy model-file key 'objective'", "'loss'")
-        data["loss"] = data.pop("objective")
     sources = [k for k in ("tree", "tree_csv", "dataset") if k in data]
     if len(sources) != 1:
         raise ModelFileError("give exactly one of [tree], tree_csv or dataset")

@@ -26,7 +26,6 @@ from .. import _validate as V
 from ..result import Certificate, Solution, Status
 from ..privacy.mechanisms import laplace_variance
 from ..privacy.truncated_laplace import truncated_laplace_moments, truncated_laplace_mse_sum
-from .._deprecated import renamed_keyword, warn
 from ..numerics import bisect, fill_cheapest, water_fill
 from .base import Model, honest_status
 from .tree import Hierarchy
@@ -50,15 +49,10 @@ class HierarchyBudget(Model):
     epsilon_min : lower bound on every ε_ℓ (> 0; default 1e-6). Each ε_ℓ is also ≤ 700.
     loss : the error of one released count, ``"truncated-laplace-mse"`` (released counts truncated at 0) or
         ``"laplace-variance"`` (no truncation: MSE = 2Δ²/ε², closed form ε_ℓ ∝ (w_ℓ |R_ℓ|)^{1/3}).
-        (``objective=`` is its deprecated name: in the stratified family ``objective`` is the weighting.)
     """
 
     def __init__(self, hierarchy: Hierarchy, epsilon_total=None, *, mse_target=None, weights=None,
-                 sensitivity=1.0, epsilon_min=DEFAULT_EPS_MIN, loss: str | None = None, name: str = "",
-                 **deprecated):
-        loss = renamed_keyword(deprecated, "objective", "loss", loss, "HierarchyBudget")
-        if deprecated:
-            raise TypeError(f"HierarchyBudget got unexpected keyword(s) {', '.join(map(repr, deprecated))}")
+                 sensitivity=1.0, epsilon_min=DEFAULT_EPS_MIN, loss: str | None = None, name: str = ""):
         loss = "truncated-laplace-mse" if loss is None else loss
         if not isinstance(hierarchy, Hierarchy):
             raise TypeError(f"hierarchy must be a dpopt.Hierarchy, got {type(hierarchy).__name__}")
@@ -110,12 +104,6 @@ class HierarchyBudget(Model):
     @property
     def n_levels(self) -> int:
         return self.hierarchy.n_levels
-
-    @property
-    def objective_kind(self) -> str:
-        """Deprecated name of :attr:`loss` (removed in the next release)."""
-        warn("HierarchyBudget.objective_kind", "HierarchyBudget.loss")
-        return self.loss
 
     @property
     def sizes(self) -> np.ndarray:

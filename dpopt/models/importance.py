@@ -33,6 +33,7 @@ import numpy as np
 from scipy.special import lambertw
 
 from .. import _validate as V
+from ..options import default_rel_gap
 from ..privacy.amplification import log_expm1
 from ..result import Certificate, Solution, Status
 from ..numerics import NotBracketed, bisect, widen
@@ -44,7 +45,7 @@ MIN_SLOPE = 1e-300
 #: a point is private when every ψ_i ≤ ε*·(1 + FEASIBILITY_RTOL) (a few ulps of evaluating ψ)
 FEASIBILITY_RTOL = 1e-12
 #: a private point is reported optimal when its proven relative gap is at most this (backend option rel_gap)
-DEFAULT_REL_GAP = 1e-6
+DEFAULT_REL_GAP = default_rel_gap("exact", "ImportanceSampling")   # dpopt.options.FAMILY_REL_GAP
 
 
 # ---------------------------------------------------------------------------------- helpers

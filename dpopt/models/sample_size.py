@@ -34,7 +34,6 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import _validate as V
-from .._deprecated import renamed
 from ..numerics import NotBracketed, bisect, widen
 from ..privacy.amplification import nominal_epsilon
 from ..privacy.mechanisms import laplace_variance
@@ -62,11 +61,6 @@ def _eps_array(epsilon, name="epsilon"):
 
 def _out(x):
     return x[()] if np.ndim(x) == 0 else x
-
-
-# the nominal budget a sample of rate n/N may spend is dpopt.privacy.nominal_epsilon (Theorem 1); the old name
-# called the large nominal budget "amplified", the word the privacy layer used for the small central one
-amplified_nominal_epsilon = renamed(nominal_epsilon, "dpopt.amplified_nominal_epsilon", "dpopt.privacy.nominal_epsilon")
 
 
 def noise_ratio(epsilon, rate):
@@ -297,13 +291,6 @@ class SampleSizeProgram(Model):
         """2·(Δ(n)/ε_n)², the Laplace noise variance at the amplified budget."""
         x = np.asarray(n, dtype=float)
         return laplace_variance(self.epsilon_n(x), self.sensitivity_at(x))[0]
-
-
-    def noise_variance(self, n) -> np.ndarray:
-        """Deprecated name of :meth:`noise_variance_at` (``noise_variance`` names the privacy layer's function)."""
-        from .._deprecated import warn
-        warn("SampleSizeProgram.noise_variance", "SampleSizeProgram.noise_variance_at")
-        return self.noise_variance_at(n)
 
     def variance(self, n) -> np.ndarray:
         """V_n = sampling variance + noise variance (vectorised; n may be real in [1, N])."""

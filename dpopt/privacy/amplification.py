@@ -11,15 +11,9 @@ precision.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
 from .. import _validate as V
-from .._deprecated import renamed
-
-SCHEMES = ("srswor", "poisson")
-
 
 def log_expm1(eps):
     """log(expm1(eps)) for eps > 0 without overflow (eps up to ~1e308) or underflow (eps ~ 1e-300)."""
@@ -45,35 +39,23 @@ def _check_rate(q):
     return arr
 
 
-def _check_scheme(scheme):
-    # deprecated: both schemes amplify alike, so the argument never changed the result
-    if scheme is None:
-        return
-    if scheme not in SCHEMES:
-        raise ValueError(f"unknown scheme {scheme!r}; allowed: {', '.join(SCHEMES)}")
-    warnings.warn("scheme= has no effect (SRS without replacement and Poisson sampling amplify alike) and "
-                  "will be removed; leave it out", DeprecationWarning, stacklevel=3)
-
-
-def central_epsilon(epsilon_nominal, q, scheme: str | None = None):
+def central_epsilon(epsilon_nominal, q):
     """Central budget of an ``epsilon_nominal``-DP mechanism run on a ``q``-subsample.
 
     ``log1p(q * expm1(epsilon_nominal))``; identical for SRS without replacement (substitution
     neighbours) and Poisson sampling (add/remove neighbours). Vectorised.
     """
-    _check_scheme(scheme)
     e = _check_eps("epsilon_nominal", epsilon_nominal)
     qq = _check_rate(q)
     out = np.logaddexp(0.0, np.log(qq) + log_expm1(e))
     return out[()] if np.ndim(out) == 0 else out
 
 
-def nominal_epsilon(epsilon, q, scheme: str | None = None):
+def nominal_epsilon(epsilon, q):
     """Nominal budget that a ``q``-subsample may spend so the release is ``epsilon``-DP.
 
     Inverse of :func:`central_epsilon`: ``log1p(expm1(epsilon) / q)``. Vectorised.
     """
-    _check_scheme(scheme)
     e = _check_eps("epsilon", epsilon)
     qq = _check_rate(q)
     out = np.logaddexp(0.0, log_expm1(e) - np.log(qq))
@@ -110,9 +92,3 @@ def nominal_epsilon_delta(epsilon, delta, q):
     """Nominal (eps, delta) pair for a ``q``-subsample; raises if delta/q > 1."""
     return nominal_epsilon(epsilon, q), nominal_delta(delta, q)
 
-
-# the old names: "amplified" read as the small central budget here but as the large nominal one elsewhere
-amplified_epsilon = renamed(central_epsilon, "dpopt.privacy.amplified_epsilon", "dpopt.privacy.central_epsilon")
-amplified_delta = renamed(central_delta, "dpopt.privacy.amplified_delta", "dpopt.privacy.central_delta")
-amplified_epsilon_delta = renamed(central_epsilon_delta, "dpopt.privacy.amplified_epsilon_delta",
-                                  "dpopt.privacy.central_epsilon_delta")

@@ -12,10 +12,6 @@ hint, and nothing else in dpopt needs it. The numpy samplers in :mod:`dpopt.priv
 :mod:`dpopt.simulate` are for Monte Carlo only and are never used here (docs/release.md).
 """
 
-import sys as _sys
-import types as _types
-import warnings as _warnings
-
 from ._opendp import INSTALL_HINT, require_opendp
 from .hierarchy import HierarchyRelease, release_hierarchy
 from .ledger import (BudgetExceeded, Cell, Measurement, Part, PrivacyLedger, ReleaseRecord, amplify, amplify_up,
@@ -27,18 +23,3 @@ __all__ = ["INSTALL_HINT", "require_opendp", "release_stratified", "plan_stratif
            "StratifiedRelease", "StratumPlan", "release_hierarchy", "HierarchyRelease", "release_mean", "MeanRelease",
            "PrivacyLedger", "ReleaseRecord", "Part", "Cell", "Measurement", "BudgetExceeded", "amplify",
            "amplify_up", "nominal_within", "sum_up"]
-
-
-class _CallableModule(_types.ModuleType):
-    """``dpopt.release(hierarchy, eps, ...)`` used to be the hierarchy *simulator* (numpy noise, Monte Carlo
-    only). The name now belongs to this package; the old call still works for one release, with a warning."""
-
-    def __call__(self, *args, **kwargs):
-        _warnings.warn("calling dpopt.release(...) is deprecated: that was the Monte Carlo simulator "
-                       "(numpy noise), now dpopt.simulate.hierarchy.release; a real release of a hierarchy is "
-                       "dpopt.release.release_hierarchy (OpenDP)", DeprecationWarning, stacklevel=2)
-        from ..simulate.hierarchy import release as simulate_release
-        return simulate_release(*args, **kwargs)
-
-
-_sys.modules[__name__].__class__ = _CallableModule

@@ -13,7 +13,6 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _validate as V
-from .._deprecated import renamed
 from ..models.tree import Hierarchy
 from ..progress import progress_bar
 
@@ -194,6 +193,3 @@ def simulate_hierarchy(hierarchy: Hierarchy, epsilon_per_level, trials: int = 10
     out["mse"] = out["bias2"] + out["variance"]
     return out
 
-
-# the old name: dpopt.monte_carlo read like the `monte-carlo` backend, which solves SampleSizeStudy
-monte_carlo = renamed(simulate_hierarchy, "dpopt.monte_carlo", "dpopt.simulate_hierarchy")

@@ -32,9 +32,11 @@ import numpy as np
 
 from ...models.hierarchy import HierarchyBudget
 from ... import _validate as V
+from ...options import default_rel_gap
 from ...numerics import bisect
 from ...registry import register
 from ...result import Certificate, Solution, Status
+from .. import _status
 from .._output import absorb_highs_banner
 
 _DESC = "cvxpy models (HiGHS / Clarabel / SCIP through cvxpy)"
@@ -88,7 +90,7 @@ def optimum_box(model: HierarchyBudget):
 
 
 @register("cvxpy", HierarchyBudget, "solve", _DESC)
-def solve_hierarchy_cvxpy(model: HierarchyBudget, solver: str | None = None, rel_gap: float = 1e-12,
+def solve_hierarchy_cvxpy(model: HierarchyBudget, solver: str | None = None, rel_gap: float = default_rel_gap("cvxpy", "HierarchyBudget"),
                           max_iter: int = 300, initial_cuts: int = 9, time_limit=None) -> Solution:
     """Options: ``solver`` (cvxpy LP solver name, case-insensitive; default HIGHS, else CLARABEL), ``rel_gap``
     (relative gap to stop at), ``max_iter`` (LP solves), ``initial_cuts`` (log-spaced cuts per level, ≥ 2),
@@ -174,6 +176,7 @@ def solve_hierarchy_cvxpy(model: HierarchyBudget, solver: str | None = None, rel
         try:
             absorb_highs_banner()   # HiGHS prints a banner on stdout on its first use in a process
             prob.solve(solver=solver, **lp_opts)
+            _status.record(prob.status)     # the solver's own reason: Solution.termination
         except Exception as exc:  # noqa: BLE001 - solver fault becomes a status
             status_msg = f"LP solver {solver} failed: {exc}"
             break

@@ -29,6 +29,7 @@ from ... import _validate as V
 from ...models.importance import DEFAULT_REL_GAP, ImportanceSampling, log_target
 from ...registry import register
 from ...result import Solution, Status
+from .. import _status
 from .._output import absorb_highs_banner
 
 _DESCRIPTION = "cvxpy modelling layer (conic solvers: Clarabel, SCS, ...)"
@@ -100,6 +101,7 @@ def solve_cvxpy(model: ImportanceSampling, solver: str | None = None, time_limit
         try:
             absorb_highs_banner()   # HiGHS prints a banner on stdout on its first use in a process
             prob.solve(solver=name, verbose=verbose, **opts)
+            _status.record(prob.status)     # the solver's own reason: Solution.termination
         except Exception as exc:  # solver error: try the next one
             if time_limit is not None and time.perf_counter() - t0 >= time_limit:
                 return _fail(Status.TIME_LIMIT, f"{name} stopped at the time limit ({time_limit:g} s) "

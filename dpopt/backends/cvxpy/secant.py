@@ -8,7 +8,9 @@ import time
 import numpy as np
 
 from ...result import Solution, Status
+from .. import _status
 from .._secant import _CVXPY_SOLVERS, _coo, _finish, _prepare
+from .._status import status_of
 from .._output import absorb_highs_banner
 
 
@@ -48,14 +50,14 @@ def solve_cvxpy(model, **options) -> Solution:
     try:
         absorb_highs_banner()   # HiGHS prints a banner on stdout on its first use in a process
         prob.solve(solver=_CVXPY_SOLVERS[key], verbose=prep["verbose"], **kw)
+        _status.record(prob.status)     # the solver's own reason: Solution.termination
     except cp.error.SolverError as exc:
         return Solution(status=Status.ERROR, solver=key, message=f"cvxpy/{key}: {exc}")
     st = prob.status
-    word = {"optimal": "optimal", "infeasible": "infeasible"}.get(st, "time_limit" if "inaccurate" in st or
-                                                                   st == "user_limit" else "other")
     pt = None if n.value is None else np.round(n.value).astype(np.int64)
+    word = status_of("cvxpy", st, pt is not None).value     # the one cvxpy map (backends/_status.py)
     # cvxpy reports no dual bound for MILPs: without one the answer cannot be certified optimal
     bound = prob.value * milp.obj_scale if word == "optimal" and prob.value is not None else -math.inf
     if word == "optimal":
         bound -= prep["gap"] * abs(bound)       # the solver's own stopping gap
-    return _finish(model, prep, word, pt, bound, key, t0, f"cvxpy status {st}")
+    return _finish(model, prep, word, pt, bound, key, t0, f"cvxpy status {st}", termination=str(st))

@@ -30,8 +30,10 @@ import numpy as np
 from ...models.min_cost import MinCostDesign
 from ...models.stratified import StratifiedDesign
 from ... import _validate as V
+from ...options import DEFAULT_REL_GAP
 from ...registry import register
 from ...result import Certificate, Solution, Status
+from .. import _status
 from ..exact.enumerate import _term
 from .._routes import secant_for_extended
 from .secant import solve_cvxpy
@@ -45,9 +47,7 @@ from .build import (CvxpyUnsupported, _design, noise_variance_hook, build_cvxpy_
                     dcp_coefficients, linearisation_bound)
 
 
-_STATUS = {"optimal": Status.OPTIMAL, "optimal_inaccurate": Status.FEASIBLE, "infeasible": Status.INFEASIBLE,
-           "infeasible_inaccurate": Status.INFEASIBLE, "unbounded": Status.ERROR,
-           "user_limit": Status.TIME_LIMIT}
+from .._status import status_of
 
 
 def _check(time_limit, method=None):
@@ -77,6 +77,7 @@ def _solve_dcp(model, integer: bool, time_limit, t0) -> Solution:
     try:
         absorb_highs_banner()   # HiGHS prints a banner on stdout on its first use in a process
         prob.solve(solver=solver, **kw)
+        _status.record(prob.status)     # the solver's own reason: Solution.termination
     except Exception as exc:  # solver faults become a status
         wall = time.perf_counter() - t0
         if time_limit is not None and wall >= time_limit:   # SCIP stopped without a point: cvxpy raises
@@ -84,12 +85,12 @@ def _solve_dcp(model, integer: bool, time_limit, t0) -> Solution:
                             message=f"{solver} reached the time limit ({time_limit:g} s) without a point")
         return Solution(Status.ERROR, backend="cvxpy", solver=solver.lower(), wall_time=wall,
                         message=f"{type(exc).__name__}: {exc}")
-    status = _STATUS.get(prob.status, Status.ERROR)
+    status = status_of("cvxpy", prob.status)     # the one cvxpy map (backends/_status.py)
     val = var["n"].value
     msg = f"{solver}: {prob.status}"
     if val is None or status in (Status.INFEASIBLE, Status.ERROR):
         return Solution(status if val is None else Status.ERROR, backend="cvxpy", solver=solver.lower(),
-                        message=msg, wall_time=time.perf_counter() - t0)
+                        message=msg, wall_time=time.perf_counter() - t0, termination=str(prob.status))
     if integer:
         n = np.round(val).astype(np.int64)
         if not model.is_feasible(n):
@@ -102,6 +103,7 @@ def _solve_dcp(model, integer: bool, time_limit, t0) -> Solution:
         x = np.clip(np.asarray(val, dtype=float), model.lower, model.upper)
         sol = model.make_solution(x=x, status=status, message=msg)
     sol.solver = solver.lower()
+    sol.termination = str(prob.status)
     sol.wall_time = time.perf_counter() - t0
     return sol
 
@@ -144,6 +146,7 @@ def _tangent_cuts(model: StratifiedDesign, time_limit, gap_tol: float, max_iter:
         try:
             absorb_highs_banner()   # HiGHS prints a banner on stdout on its first use in a process
             prob.solve(solver=lp_solver, **lp_opts)
+            _status.record(prob.status)     # the solver's own reason: Solution.termination
         except Exception as exc:
             return Solution(Status.ERROR, backend="cvxpy", solver=lp_solver.lower(),
                             message=f"{type(exc).__name__}: {exc}", wall_time=time.perf_counter() - t0)
@@ -205,6 +208,7 @@ def _solve_dnlp(model, time_limit, gap_tol: float, t0) -> Solution:
             # cvxpy cannot see that n ≥ lower ≥ 1 keeps every denominator positive
             warnings.filterwarnings("ignore", message=".*denominator of a division")
             prob.solve(solver="IPOPT", nlp=True, **opts)
+            _status.record(prob.status)     # the solver's own reason: Solution.termination
     except Exception as exc:  # solver faults become a status
         return Solution(Status.ERROR, backend="cvxpy", solver="ipopt", wall_time=time.perf_counter() - t0,
                         message=f"{type(exc).__name__}: {exc}")
@@ -229,6 +233,7 @@ def _solve_dnlp(model, time_limit, gap_tol: float, t0) -> Solution:
     sol.certificate = Certificate("gap", certified, lower_bound=lb, gap=gap, tolerance=gap_tol,
                                   message="linearisation (Frank-Wolfe) bound at the IPOPT point")
     sol.solver = "ipopt"
+    sol.termination = str(prob.status)
     sol.details.update(lower_bound=lb, gap=gap)
     sol.wall_time = time.perf_counter() - t0
     return sol
@@ -247,7 +252,7 @@ def _has_ipopt() -> bool:
     return "IPOPT" in cp.installed_solvers()
 
 
-def relax(model, time_limit: float | None = None, method: str = "auto", rel_gap: float = 1e-9,
+def relax(model, time_limit: float | None = None, method: str = "auto", rel_gap: float = DEFAULT_REL_GAP,
           max_iter: int = 200) -> Solution:
     """Continuous relaxation: DCP + Clarabel (DLap/TuLap), else DNLP + IPOPT, else tangent cuts.
     ``rel_gap``: the certified relative gap at which the cuts stop and ``optimal`` may be claimed."""

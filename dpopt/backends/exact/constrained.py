@@ -37,12 +37,13 @@ import numpy as np
 from ... import _validate as V
 from ...formulations.separable import (EVAL_RTOL, FEASIBILITY_TOL, SeparableProgram, program_of, safe_lower,
                                        secant_milp)
+from ... import _log
 from ...result import Certificate, Solution, Status
 from .._output import new_highs
+from .._status import status_of
 from .domains import domain_structure, solve_domains
 
-DEFAULT_REL_GAP = 1e-9
-DEFAULT_TIME_LIMIT = 300.0        # seconds, when the caller gives none
+from ...options import DEFAULT_REL_GAP, DEFAULT_TIME_LIMIT  # noqa: E402  (the one default of every backend)
 _FEAS_TOL = FEASIBILITY_TOL        # the one feasibility test's tolerance (formulations.separable)
 _CHUNK = 1 << 16                  # partial designs expanded at once by the core enumeration
 DEFAULT_MAX_STATES = 2_000_000    # partial designs a core enumeration keeps (~350 MB at the limit, measured)
@@ -838,8 +839,7 @@ def _highs_solve(milp, rel_gap, abs_gap, time_limit, verbose=False, start=None):
     h.run()
     st = h.getModelStatus()
     info = h.getInfo()
-    S = highspy.HighsModelStatus
-    name = {S.kOptimal: "optimal", S.kInfeasible: "infeasible", S.kTimeLimit: "time_limit"}.get(st, "other")
+    name = status_of("highs", st).value     # the one HiGHS map (backends/_status.py)
     n = None
     if info.primal_solution_status == 2 or name == "optimal":   # 2 = feasible
         col = np.asarray(h.getSolution().col_value[:milp.k])
@@ -1385,13 +1385,16 @@ def solve_constrained(model, rel_gap: float = DEFAULT_REL_GAP, time_limit: float
     if len(parts) > 1:
         steps.insert(0, f"{len(parts)} independent blocks")
     if not found:
-        msg = "; ".join(steps) or "no integer point found"
         status = Status.TIME_LIMIT if timed_out or deadline.passed() else Status.ERROR
+        # a sentence for people; the trail goes to the dpopt log and details["steps"] (dpopt/_log.py)
+        msg = ("no integer point found before the time limit" if status == Status.TIME_LIMIT
+               else "no integer point found")
         if any("infeasible" in s.lower() for s in steps) and status != Status.TIME_LIMIT:
             # HiGHS proved a core infeasible, not the whole box: say so without claiming
-            msg = "no feasible integer point found near the relaxation (" + msg + ")"
-        sol = Solution(status=status, message=msg)
-        sol.details.update(lower_bound=lb, relaxation=x)
+            msg = ("no feasible integer point found near the relaxation (a core was infeasible, not the whole "
+                   "box)")
+        sol = Solution(status=status, message=msg + "; the search's steps are in details['steps']")
+        sol.details.update(lower_bound=lb, relaxation=x, steps=_log.steps(steps, "exact"))
         return sol
     ub = prog.evaluate(n.astype(float))[0]
     enumerated = not rest.size and all(r.get("enumerated") for r in results)
@@ -1415,8 +1418,15 @@ def solve_constrained(model, rel_gap: float = DEFAULT_REL_GAP, time_limit: float
         status = Status.TIME_LIMIT
     else:
         status = Status.FEASIBLE
-    sol = model.make_solution(n=n, status=status, certificate=cert,
-                              message=f"gap {gap:.2e}; " + "; ".join(steps))
+    bound_kind = "every design enumerated" if enumerated else "Lagrangian and secant bounds"
+    message = (f"proven optimal: relative gap {gap:.2e} ({bound_kind})" if status == Status.OPTIMAL else
+               f"stopped at the time limit with relative gap {gap:.2e} ({bound_kind})" if status == Status.TIME_LIMIT
+               else f"not proven optimal: relative gap {gap:.2e}" + (f" exceeds rel_gap={rel_gap:g}" if convex or
+                                                                    enumerated else f" (no bound: {why})"))
+    if above:
+        message = "not proven optimal: the computed lower bound exceeds the point's objective (not a proof)"
+    sol = model.make_solution(n=n, status=status, certificate=cert, message=message)
+    sol.details["steps"] = _log.steps(steps, "exact")
     sol.details.update(lower_bound=lb, lagrangian_bound=lagr, integrality_gap=gap, multipliers=lam,
                        relaxation=x, relaxation_bound=q, row_names=[r.name for r in prog.rows])
     return sol

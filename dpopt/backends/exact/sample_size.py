@@ -25,6 +25,7 @@ import numpy as np
 
 from ...models.sample_size import SampleSizeProgram
 from ... import _validate as V
+from ...options import DEFAULT_REL_GAP
 from ...registry import register
 from ...result import Certificate, Solution, Status
 
@@ -171,7 +172,7 @@ def solve_exact(model: SampleSizeProgram, method: str = "auto", scan_limit: int 
 
 
 @register("exact", SampleSizeProgram, "relax", _DESCRIPTION)
-def relax_exact(model: SampleSizeProgram, rel_gap: float = 1e-9, time_limit: float | None = None,
+def relax_exact(model: SampleSizeProgram, rel_gap: float = DEFAULT_REL_GAP, time_limit: float | None = None,
                 branching: int = 8, max_rounds: int = 400) -> Solution:
     """Continuous relaxation: the real n in [max(1, N·δ), N] minimising V_n, certified by the same interval
     bound as the integer search (s decreases in n; the noise term's monotone bound holds for real n too).

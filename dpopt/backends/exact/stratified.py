@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 from ... import _validate as V
+from ...options import DEFAULT_REL_GAP
 from ...models.min_cost import MinCostDesign
 from ...models.stratified import StratifiedDesign
 from ...registry import register
@@ -169,7 +170,7 @@ def dual_bound(model: StratifiedDesign, mu: float, x_mu: np.ndarray) -> float:
 
 
 def relax_stratified(model: StratifiedDesign, tol: float = 1e-12, max_iter: int = 400,
-                     time_limit: float | None = None, rel_gap: float = 1e-9, verbose: bool = False) -> Solution:
+                     time_limit: float | None = None, rel_gap: float = DEFAULT_REL_GAP, verbose: bool = False) -> Solution:
     """Continuous optimum x* of the relaxation by KKT bisection/Newton on the multiplier.
 
     A design with constraints, precision targets or several variables goes to the constrained solver
@@ -212,12 +213,6 @@ def _plain_time_note(sol: Solution, limit: float | None) -> Solution:
             sol.message = (f"{sol.message}; ran {sol.wall_time:.3g} s, past time_limit={limit:g} s: the "
                            f"sum-and-bounds route is O(k log k), bounded by its own size, and is not interrupted")
     return sol
-
-
-def _unsupported() -> Solution:
-    return Solution(Status.UNSUPPORTED, backend="exact",
-                    message="the exact backend solves the sum-and-bounds problem only; "
-                            "use pyomo, cvxpy or enumerate for custom constraints or min-cost")
 
 
 # ---------------------------------------------------------------------------------- integer
@@ -289,7 +284,7 @@ def _exchange(model: StratifiedDesign, n: np.ndarray, rtol: float, max_rounds: i
 
 
 def solve_stratified(model: StratifiedDesign, rtol: float = 1e-10, time_limit: float | None = None,
-                     rel_gap: float = 1e-9, verbose: bool = False) -> Solution:
+                     rel_gap: float = DEFAULT_REL_GAP, verbose: bool = False) -> Solution:
     """Certified integer optimum of the stratified design.
 
     Sum-and-bounds problem: the continuous multiplier is only a start (a loose solve suffices: the

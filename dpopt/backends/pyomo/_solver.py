@@ -24,9 +24,8 @@ Options (the same five for every family, after Pyomo's ``SolverConfig``)
                         own time limit is refused (use ``time_limit``); HiGHS's ``threads`` is honoured by
                         resetting its process-wide scheduler (:mod:`dpopt.backends._highs`).
 
-    The older names (``mip_gap``, ``gap``, ``gap_tol``, ``feastol``, ``tee``, ``scip_options`` and Pyomo's
-    factory names such as ``solver="scip_direct"``) raise :class:`~dpopt._validate.InvalidOption` naming the
-    new option.
+    Pyomo's factory names (``solver="scip_direct"``) raise :class:`~dpopt._validate.InvalidOption` naming
+    dpopt's name; any other option raises :class:`UnknownOption` naming it.
 """
 
 from __future__ import annotations
@@ -38,7 +37,9 @@ from dataclasses import dataclass, field
 
 from ... import _validate as V
 from ..._validate import InvalidOption
+from ...options import DEFAULT_TIME_LIMIT
 from ...result import Status
+from .. import _status
 from .._highs import check_threads, prepare_threads
 from .._output import descriptor_output, new_highs
 
@@ -46,14 +47,6 @@ from .._output import descriptor_output, new_highs
 SOLVERS: dict[str, str] = {"scip": "scip_direct", "highs": "appsi_highs", "ipopt": "ipopt"}
 #: What each solver is (shown with the allowed names).
 SOLVER_USE = {"scip": "SCIP via PySCIPOpt", "highs": "HiGHS via highspy", "ipopt": "IPOPT, continuous only"}
-#: seconds given to an external solver when the caller passes ``time_limit=None``
-DEFAULT_TIME_LIMIT = 300.0
-#: option names of earlier releases → what replaces them
-RENAMED_OPTIONS = {
-    "mip_gap": "rel_gap", "gap": "rel_gap", "gap_tol": "rel_gap", "tee": "verbose",
-    "scip_options": "solver_options",
-    "feastol": "solver_options (e.g. solver_options={'numerics/feastol': 1e-9} for SCIP)",
-}
 OPTIONS = ("solver", "time_limit", "rel_gap", "verbose", "solver_options")
 
 
@@ -99,11 +92,8 @@ def unknown_solver_message(solver, allowed, what: str = "this model") -> str:
     return f"solver {shown!r} is not supported by the pyomo backend for {what}; allowed: {allowed_text(allowed)}"
 
 
-def reject_old_options(extra: dict, where: str = "the pyomo backend") -> None:
-    """Raise for options outside the vocabulary: renamed ones name their replacement."""
-    for name in extra:
-        if name in RENAMED_OPTIONS:
-            raise InvalidOption(f"option {name!r} is not accepted by {where}; use {RENAMED_OPTIONS[name]}")
+def reject_unknown_options(extra: dict, where: str = "the pyomo backend") -> None:
+    """Raise for options outside the vocabulary, naming them."""
     if extra:
         raise UnknownOption(f"unknown option(s) {', '.join(map(repr, sorted(extra)))} for {where}")
 
@@ -130,7 +120,7 @@ class SolveOptions:
 def check_options(time_limit, rel_gap, verbose, solver_options, extra: dict,
                   where: str = "the pyomo backend") -> SolveOptions:
     """Validate the common options (InvalidOption naming the option) and reject old names."""
-    reject_old_options(extra, where)
+    reject_unknown_options(extra, where)
     # dpopt's one validator per option (the registry runs the same ones; direct calls of a backend
     # function or of solve_pyomo_model reach these)
     tl = V.time_limit(time_limit)
@@ -206,20 +196,9 @@ def status_of(termination, has_point: bool) -> Status:
     """One map from Pyomo's termination condition to :class:`Status` for every pyomo backend.
 
     A user interrupt (SCIP and HiGHS catch SIGINT themselves and return) is raised as KeyboardInterrupt:
-    the command stops instead of reporting a row as ``error``."""
-    from pyomo.opt import TerminationCondition as TC
-
-    if termination in (TC.userInterrupt, TC.resourceInterrupt):
-        raise KeyboardInterrupt(f"solver interrupted ({termination})")
-    if termination in (TC.optimal, TC.globallyOptimal, TC.locallyOptimal):
-        return Status.OPTIMAL if has_point else Status.ERROR
-    if termination in (TC.maxTimeLimit, TC.maxIterations, TC.maxEvaluations):
-        return Status.TIME_LIMIT
-    if termination in (TC.infeasible, TC.infeasibleOrUnbounded):
-        return Status.INFEASIBLE
-    if termination == TC.feasible:
-        return Status.FEASIBLE if has_point else Status.ERROR
-    return Status.ERROR
+    the command stops instead of reporting a row as ``error``. (The map is
+    :data:`dpopt.backends._status.PYOMO`.)"""
+    return _status.status_of("pyomo", termination, has_point)
 
 
 # ---------------------------------------------------------------------------------- the solve call
@@ -312,6 +291,7 @@ def run(opt, key: str, m, options: dict, verbose: bool):
         # SCIP's log reaches the descriptors directly (Pyomo's tee would pipe it); the others' through Pyomo
         results = opt.solve(m, load_solutions=False, tee=verbose and key != "scip", options=options)
         tc = results.solver.termination_condition
+        _status.record(tc)
         has_point = len(results.solution) > 0
         if has_point:
             m.solutions.load_from(results)

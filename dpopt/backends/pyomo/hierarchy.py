@@ -34,12 +34,13 @@ from ...models.hierarchy import HierarchyBudget
 from ...registry import register
 from ...result import Solution, Status
 from ... import _validate as V
+from ...options import default_rel_gap
 from . import _solver as PY
 
 _DESC = "Pyomo models solved by SCIP (scip_direct) or HiGHS"
 #: solvers of this route (the program is nonlinear: HiGHS cannot take it)
 SOLVERS = ("scip",)
-DEFAULT_REL_GAP = 1e-6
+DEFAULT_REL_GAP = default_rel_gap("pyomo", "HierarchyBudget")   # dpopt.options.FAMILY_REL_GAP
 TANGENTS = 64          # tangent cuts per level (geometric grid over its budget range)
 # SCIP stops at this multiple of rel_gap: its dual bound is looser than the model's certificate at the same
 # point (SCIP at 1e-6 ran out of time on points the certificate proves to 1e-8)

@@ -9,6 +9,7 @@ import time
 import numpy as np
 
 from ...result import Solution, Status
+from .. import _status
 from .._secant import _PYOMO_SOLVERS, _coo, _finish, _prepare
 from . import _solver as PY
 
@@ -67,8 +68,7 @@ def solve_pyomo(model, **options) -> Solution:
     # solver output straight to the descriptors (no pipe to dead-lock); an interrupt raises KeyboardInterrupt
     status, tc, res, has_point = PY.run(opt, key, m, opts, prep["verbose"])
     n = np.array([round(pe.value(m.v[j])) for j in range(milp.k)], dtype=np.int64) if has_point else None
-    word = {Status.OPTIMAL: "optimal", Status.INFEASIBLE: "infeasible", Status.TIME_LIMIT: "time_limit"}.get(
-        status, "other")
+    word = status.value        # PY.run read the one Pyomo map (backends/_status.py)
     lb = PY.lower_bound(res)
     bound = lb * milp.obj_scale if math.isfinite(lb) else -math.inf
-    return _finish(model, prep, word, n, bound, key, t0, f"termination {tc}")
+    return _finish(model, prep, word, n, bound, key, t0, f"termination {tc}", termination=_status.word(tc))

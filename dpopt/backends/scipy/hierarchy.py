@@ -13,13 +13,14 @@ import numpy as np
 
 from ...models.hierarchy import HierarchyBudget
 from ... import _validate as V
+from ...options import default_rel_gap
 from ...registry import register
 from ...result import Solution, Status
 
 
 @register("scipy", HierarchyBudget, "solve", "scipy.optimize (SLSQP)")
 def solve_hierarchy_scipy(model: HierarchyBudget, method: str = "SLSQP", ftol: float = 1e-15,
-                          max_iter: int = 500, rel_gap: float = 1e-6, time_limit=None) -> Solution:
+                          max_iter: int = 500, rel_gap: float = default_rel_gap("scipy", "HierarchyBudget"), time_limit=None) -> Solution:
     """Options: ``ftol`` (SLSQP's tolerance, ≤ 1e-6), ``max_iter``, ``rel_gap`` (the certificate's gap for
     ``optimal``), ``time_limit`` (SLSQP is stopped at the first evaluation past it: status ``time_limit``
     with the last iterate made feasible)."""
