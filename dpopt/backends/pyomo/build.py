@@ -120,13 +120,9 @@ def _row_expr(d: StratifiedDesign, W: np.ndarray, n, hi, divisor: float = 1.0):
 
 
 def _ranges(model) -> tuple[np.ndarray, np.ndarray]:
-    lo, hi = model.lower.astype(np.int64).copy(), model.upper.astype(np.int64).copy()
-    if isinstance(model, StratifiedDesign):
-        slo, shi = int(lo.sum()), int(hi.sum())
-        lo2 = np.maximum(lo, model.total - (shi - hi))
-        hi2 = np.minimum(hi, model.total - (slo - lo))
-        return lo2, hi2
-    return lo, hi
+    """Sum-tightened ranges: :func:`dpopt.formulations.ranges` (the one home)."""
+    from ...formulations.separable import ranges
+    return ranges(model)
 
 
 def _scale_guess(model) -> float:
