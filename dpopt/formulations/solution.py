@@ -33,7 +33,8 @@ def _word(status) -> str:
 
 def solution_from(model, point, bound: float, solver_status, *, rel_gap: float | None = 0.0, solver: str = "",
                   message: str = "", program: SeparableProgram | None = None, repair: bool = True,
-                  bound_source: str = "solver bound", t0: float | None = None) -> Solution:
+                  bound_source: str = "solver bound", solver_proof: bool = False,
+                  t0: float | None = None) -> Solution:
     """The :class:`Solution` (with its gap certificate) of an integer answer to ``model``'s program.
 
     ``point``: the solver's integer design (rounded here), or None when it returned none. ``bound``: a proven
@@ -42,7 +43,9 @@ def solution_from(model, point, bound: float, solver_status, *, rel_gap: float |
     only what happens without a usable point (infeasible, time limit, error). ``rel_gap``: the gap the caller
     allowed (the certificate holds within ``rel_gap + PROVEN_GAP``). ``repair``: move a point that fails the
     feasibility test by unit moves to a feasible one (switch off when the solver's model holds rows dpopt
-    does not know, e.g. a user's own rows). ``t0``: a ``time.perf_counter()`` start for ``wall_time``.
+    does not know, e.g. a user's own rows). ``solver_proof``: the solver's ``optimal`` counts as a proof when
+    it was asked for gap 0 (``rel_gap`` 0) on the exact model and its point is kept unrepaired (a spatial branch
+    and bound such as SCIP's closes its gap only to its own tolerances, ~1e-6 relative). ``t0``: a ``time.perf_counter()`` start for ``wall_time``.
 
     The status is ``optimal`` only when the relative gap between the point's objective (evaluated by dpopt)
     and ``bound`` proves it; else ``feasible`` (``time_limit`` when the solver stopped at a limit).
@@ -69,6 +72,7 @@ def solution_from(model, point, bound: float, solver_status, *, rel_gap: float |
                     + (("; repaired by unit moves (optimal only if its gap to the bound proves it)" if fixed is not None
                         else "; no repair found") if repair else "; not repaired"))
         n = fixed
+        solver_proof = False
     message = message.lstrip("; ")
     if n is None:
         st = {"infeasible": Status.INFEASIBLE, "time_limit": Status.TIME_LIMIT,
@@ -84,6 +88,9 @@ def solution_from(model, point, bound: float, solver_status, *, rel_gap: float |
     tol = float(rel_gap or 0.0)
     from ..result import gap_proves
     optimal = gap_proves(gap, tol)
+    if not optimal and solver_proof and word == "optimal" and not tol:
+        optimal = True
+        bound_source = f"{bound_source}; the solver's own proof of optimality (asked for gap 0)"
     cert = Certificate("gap", bool(optimal), lower_bound=lb, gap=gap, tolerance=tol, message=bound_source)
     st = Status.OPTIMAL if optimal else (Status.TIME_LIMIT if word == "time_limit" else Status.FEASIBLE)
     sol = model.make_solution(n=n, status=st, certificate=cert, solver=solver, message=message)
