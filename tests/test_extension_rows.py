@@ -115,3 +115,44 @@ def test_row_expression_matches_the_program_row():
     x = np.array([5.0, 6.0, 7.0, 6.0])
     expr = row_expression(d, row.W, list(x))
     assert pe.value(expr) == pytest.approx(prog.evaluate(x)[1][-1], rel=1e-12)
+
+
+def test_user_row_on_cvxpy_problem_with_budget_and_target():
+    """The same on build_cvxpy_problem (DLap: DCP, one variable, SCIP through cvxpy), the user row from
+    dpopt.backends.cvxpy.term_expression; several variables at budget shares < 1 are refused with the reason."""
+    cp = pytest.importorskip("cvxpy")
+    if "SCIP" not in cp.installed_solvers():
+        pytest.skip("SCIP through cvxpy is not installed")
+    from dpopt.backends.cvxpy import CvxpyUnsupported, term_expression
+
+    s2 = S2[:, 0]
+    grid = np.array([g for g in itertools.product(range(LO, HI + 1), repeat=4) if sum(g) == TOTAL], dtype=float)
+    L = np.log1p(np.expm1(EPS) * N[None, :] / grid)
+    p = np.exp(-L)
+    T = (s2[None, :] + 2 * p / (1 - p) ** 2) / grid            # DLap, Δ = 1
+    f = np.sum(N[None, :] ** 2 * T, axis=1)
+    beta2 = np.zeros(4)
+    beta2[[0, 1]] = (N[[0, 1]] / N[[0, 1]].sum()) ** 2
+    dom = T @ beta2
+    user = T[:, 0] + T[:, 2]                                   # the user's row: t_1 + t_3 ≤ bound
+    u = int(np.argmin(f))
+    budget, se = float(grid[u] @ COST - 0.5), float(np.sqrt(dom[u] * 0.98))
+    ok2 = (grid @ COST <= budget) & (dom <= se ** 2 * (1 + 1e-9))
+    bound = float((user[ok2].min() + user[ok2][np.argmin(f[ok2])]) / 2)
+    ok = ok2 & (user <= bound * (1 + 1e-9))
+    assert f[ok].min() > f[ok2].min() > f.min()
+
+    d = StratifiedDesign(N, s2, TOTAL, EPS, mechanism="dlap", lower=[LO] * 4, upper=[HI] * 4)
+    d.add_cost_budget(COST, budget).add_precision_target(se, strata=[0, 1], kind="se")
+    prob, var = dpopt.build_cvxpy_problem(d, integer=True)
+    assert len(var["precision"]) == 1
+    n = var["n"]
+    row = (term_expression(d, 0, n[0]) + term_expression(d, 2, n[2])) / bound <= 1.0
+    prob = cp.Problem(prob.objective, prob.constraints + [row])
+    assert prob.is_dcp()
+    prob.solve(solver="SCIP", scip_params={"limits/gap": 0.0})
+    x = np.round(n.value).astype(np.int64)
+    assert d.is_feasible(x) and d.objective_value(x) == pytest.approx(float(f[ok].min()), rel=1e-7)
+
+    with pytest.raises(CvxpyUnsupported, match="budget share"):
+        dpopt.build_cvxpy_problem(_design())
