@@ -9,9 +9,12 @@ strata 1 and 2, and requires its standard error to be at most ``se_target``:
     Var(mean_A) = sum_{i in A} N_i^2 (sigma_i^2 + gamma_i^2(n_i)) / n_i / (sum_{i in A} N_i)^2  <=  se_target^2,
 
 with gamma_i^2(n) = 2 / log(1 + (e^eps - 1) N_i / n)^2 the Laplace noise variance at the amplified local budget.
-The constraint is nonlinear and couples two strata, so it is not one of the package's linear constraints
-(``StratifiedDesign.add_constraint``); it goes into ``m.extra``, the empty ``ConstraintList`` that
-``dpopt.build_pyomo_model`` leaves for analysts. (Binary variables work the same way: add ``pe.Var(within=pe.Binary)``
+(The same requirement is built in as ``model.add_precision_target(se_target, strata=[0, 1], kind="se")``; it is
+written by hand here to show how an analyst adds a row of their own.) The constraint is nonlinear and couples two
+strata, so it is not one of the package's linear constraints (``StratifiedDesign.add_constraint``); it goes into
+``m.extra``, the empty ``ConstraintList`` that ``dpopt.build_pyomo_model`` leaves for analysts. The per-stratum
+variance (sigma_i^2 + gamma_i^2(n_i)) / n_i is not re-derived: ``dpopt.backends.pyomo.term_expression(model, i,
+m.n[i])`` is the Pyomo expression of the model's own unit term, mechanism and budget included. (Binary variables work the same way: add ``pe.Var(within=pe.Binary)``
 components and big-M rows to ``m.extra`` for either-or rules.)
 
 The script solves the unconstrained and the constrained design with SCIP, checks both against a brute-force
@@ -23,7 +26,7 @@ import numpy as np
 
 import dpopt
 from dpopt.plots import example_args, report_written, save, pyplot
-from dpopt.backends.pyomo.stratified import solve_pyomo_model
+from dpopt.backends.pyomo import solve_pyomo_model, term_expression
 
 TOTAL = dpopt.datasets.CHEN_TABLE1["total"]
 EPSILON = 1.0
@@ -45,22 +48,16 @@ def domain_variance(model, n):
 
 def solve_with_scip(model, se_target=None, time_limit=60.0):
     """The integer design from SCIP, with the domain-precision constraint when ``se_target`` is given."""
-    import pyomo.environ as pe
-
     m = dpopt.build_pyomo_model(model)                  # m.n[i], m.total, m.extra, m.obj (= m.g / scale)
     if se_target is not None:
-        c = np.expm1(model.epsilon)
         NA = float(model.N[DOMAIN].sum())
-        terms = []
-        for i in DOMAIN:
-            Ni, s2 = float(model.N[i]), float(model.sigma2[i])
-            gamma2 = 2.0 / pe.log(1 + c * Ni / m.n[i]) ** 2     # Laplace, sensitivity 1, local budget
-            terms.append((Ni / NA) ** 2 * (s2 + gamma2) / m.n[i])
+        # (N_i/N_A)^2 (sigma_i^2 + gamma_i^2(n_i)) / n_i, the unit term from the package (no formula re-derived)
+        terms = [(float(model.N[i]) / NA) ** 2 * term_expression(model, i, m.n[i]) for i in DOMAIN]
         # scaled to O(1) so that SCIP's feasibility tolerance is meaningful
         m.extra.add(sum(terms) / se_target ** 2 <= 1.0)
-    status, message, _ = solve_pyomo_model(m, solver="scip", time_limit=time_limit)
-    n = np.array([round(m.n[i].value) for i in m.S], dtype=np.int64)
-    return n, status, message
+    sol = solve_pyomo_model(m, solver="scip", time_limit=time_limit)   # a dpopt Solution (gap certificate)
+    n = sol.n if sol.n is not None else np.array([round(m.n[i].value or 0) for i in m.S], dtype=np.int64)
+    return n, sol.status, sol.message
 
 
 def brute_force(model, se_targets):

@@ -115,7 +115,7 @@ def test_minlp_has_no_huge_coefficient(eps, mech, sens):
 @needs_scip
 def test_infeasible_claim_on_known_feasible_model_is_an_error(monkeypatch):
     m = StratifiedDesign(epsilon=1.0, **BASE)
-    monkeypatch.setattr(P, "solve_pyomo_model",
+    monkeypatch.setattr(P, "_solve_built",
                         lambda *a, **k: (Status.INFEASIBLE, "scip_direct: termination infeasible", float("nan")))
     for task in (m.solve, m.relax):
         s = task(backend="pyomo", solver="scip")
@@ -152,8 +152,8 @@ def test_time_limited_relax_returns_no_infeasible_point():
 def test_time_limit_without_incumbent_gives_no_point(monkeypatch, integer):
     """SCIP stopped before any point (deterministic: a 1 µs solver limit): no point, not the start values."""
     m = StratifiedDesign(**BIG)
-    real = P.solve_pyomo_model
-    monkeypatch.setattr(P, "solve_pyomo_model",
+    real = P._solve_built
+    monkeypatch.setattr(P, "_solve_built",
                         lambda pm, solver, time_limit, *a: real(pm, solver, 1e-6, *a))
     s = (m.solve if integer else m.relax)(backend="pyomo", solver="scip")
     assert s.status == Status.TIME_LIMIT
@@ -172,13 +172,13 @@ def _fake_stop(values, status):
 @pytest.mark.parametrize("status", [Status.TIME_LIMIT, Status.FEASIBLE])
 def test_nonoptimal_relaxation_point_must_satisfy_the_model(monkeypatch, status):
     m = StratifiedDesign(**BIG)
-    monkeypatch.setattr(P, "solve_pyomo_model", _fake_stop([1, 1, 1, 1], status))    # Σ = 4 ≠ 3000
+    monkeypatch.setattr(P, "_solve_built", _fake_stop([1, 1, 1, 1], status))    # Σ = 4 ≠ 3000
     s = m.relax(backend="pyomo", solver="scip")
     assert s.x is None and not s.ok and np.isnan(s.objective)
     assert s.status in (Status.TIME_LIMIT, Status.ERROR) and "violates" in s.message
     # a feasible point is kept
     x = m.relax(backend="exact").x
-    monkeypatch.setattr(P, "solve_pyomo_model", _fake_stop(x, Status.TIME_LIMIT))
+    monkeypatch.setattr(P, "_solve_built", _fake_stop(x, Status.TIME_LIMIT))
     s = m.relax(backend="pyomo", solver="scip")
     assert s.status == Status.TIME_LIMIT and s.x is not None and m.is_feasible(s.x, tol=1e-6)
 
@@ -187,7 +187,7 @@ def test_nonoptimal_min_cost_relaxation_point_must_satisfy_variance_bound(monkey
     d = StratifiedDesign(N=[30, 40, 50], sigma2=[1.0, 2.0, 3.0], total=3, epsilon=1.0)
     mc = d.min_cost([1.0, 2.5, 4.0], 2500.0)
     assert not mc.is_feasible(np.array([1, 1, 1]), tol=1e-6)                     # g(1,1,1) ≫ V0
-    monkeypatch.setattr(P, "solve_pyomo_model", _fake_stop([1, 1, 1], Status.TIME_LIMIT))
+    monkeypatch.setattr(P, "_solve_built", _fake_stop([1, 1, 1], Status.TIME_LIMIT))
     s = mc.relax(backend="pyomo", solver="scip")
     assert s.status == Status.TIME_LIMIT and s.x is None and np.isnan(s.objective)
 

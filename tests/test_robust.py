@@ -252,9 +252,9 @@ def test_build_pyomo_model_writes_precision_targets(mech, J):
     m = build_pyomo_model(d)
     assert len(m.precision) == 1
     m.extra.add(m.n[2] >= m.n[3] + 1)           # a user row
-    status, _, _ = solve_pyomo_model(m, "scip", time_limit=60)
+    sol = solve_pyomo_model(m, "scip", time_limit=60)
     n = np.array([round(pe.value(m.n[i])) for i in range(4)])
-    assert status.value == "optimal"
+    assert sol.status.value == "optimal" and np.array_equal(sol.n, n)
     assert d.is_feasible(n) and n[2] >= n[3] + 1
     assert d.objective_value(n) == pytest.approx(best, rel=1e-7)
 

@@ -9,15 +9,14 @@ and packages the answer, and :mod:`.pyomo.secant` and :mod:`.cvxpy.secant` hand 
 
 from __future__ import annotations
 
-import math
-import time
 
 import numpy as np
 
 from .. import _validate as V
 from ..options import DEFAULT_REL_GAP, DEFAULT_TIME_LIMIT
-from ..formulations.separable import program_of, secant_milp
-from ..result import Certificate, Solution, Status, gap_proves
+from ..formulations.separable import program_of, ranges, secant_milp
+from ..formulations.solution import solution_from
+from ..result import Solution, Status
 
 DEFAULT_MAX_SEGMENTS = 300_000
 _PYOMO_SOLVERS = ("scip", "highs")        # dpopt names; _pyomo.SOLVERS maps them to Pyomo's factories
@@ -25,14 +24,8 @@ _CVXPY_SOLVERS = {"scip": "SCIP", "highs": "HIGHS"}
 
 
 def _ranges(prog):
-    """Sum-tightened bounds: with Σ n = η, n_i ≤ η − Σ_{j≠i} lo_j and n_i ≥ η − Σ_{j≠i} hi_j."""
-    lo, hi = prog.lower.copy(), prog.upper.copy()
-    for r in prog.rows:
-        if r.kind == "total":
-            eta = int(round(r.rhs))
-            hi = np.minimum(hi, eta - (lo.sum() - lo))
-            lo = np.maximum(lo, eta - (hi.sum() - hi))
-    return lo, hi
+    """Sum-tightened bounds (:func:`dpopt.formulations.ranges`, the public home)."""
+    return ranges(prog)
 
 
 def _prepare(model, options, solvers):
@@ -76,40 +69,17 @@ def _prepare(model, options, solvers):
 
 
 def _finish(model, prep, status_word, n, bound, solver_name, t0, message, termination=""):
-    prog = prep["prog"]
-    repaired = False
-    if n is not None and not (np.all(n >= prog.lower) and np.all(n <= prog.upper)
-                              and prog.feasible(n)):
-        from .pyomo.feasibility import repair_integer_point
-        worst = float(np.max(prog.violation(np.clip(n, prog.lower, prog.upper).astype(float))))
-        n = repair_integer_point(model, np.clip(n, prog.lower, prog.upper))
-        repaired = n is not None
-        message += (f"; the solver's point violated a row by {worst:.2e} (relative), within its own tolerance"
-                    + ("; repaired by unit moves (optimal only if its gap to the bound proves it)" if repaired
-                       else "; no repair found"))
-    if n is None:
-        st = {"infeasible": Status.INFEASIBLE, "time_limit": Status.TIME_LIMIT}.get(status_word, Status.ERROR)
-        return Solution(status=st, solver=solver_name, message=message, wall_time=time.perf_counter() - t0,
-                        termination=termination)
-    obj = prog.evaluate(n.astype(float))[0]
-    lb = bound if math.isfinite(bound) else -math.inf
-    gap = max((obj - lb) / abs(obj), 0.0) if obj and math.isfinite(lb) else math.inf
-    # the answer's own gap certificate decides (result.gap_proves: within rel_gap + PROVEN_GAP, the noise between
-    # dpopt's objective and the solver's scaled one), whatever the solver's termination or internal gap
-    optimal = gap_proves(gap, prep["gap"])
-    cert = Certificate("gap", bool(optimal), lower_bound=lb, gap=gap, tolerance=prep["gap"],
-                       message="secant MILP bound from the solver")
-    st = Status.OPTIMAL if optimal else (Status.TIME_LIMIT if status_word == "time_limit" else Status.FEASIBLE)
-    sol = model.make_solution(n=n, status=st, certificate=cert, solver=solver_name,
-                              message=f"secant MILP over the whole box: {message}")
-    sol.details["formulation"] = "secant"
+    """The answer as a Solution: the shared :func:`dpopt.formulations.solution_from` (feasibility test, repair,
+    gap certificate, status), marked as the secant MILP's; ``termination`` is the solver's own reason."""
+    sol = solution_from(model, n, bound, status_word, rel_gap=prep["gap"], solver=solver_name, message=message,
+                        program=prep["prog"], bound_source="secant MILP bound from the solver", t0=t0)
+    if sol.ok:
+        sol.message = f"secant MILP over the whole box: {sol.message}"
+        sol.details["formulation"] = "secant"
     sol.termination = termination
-    sol.wall_time = time.perf_counter() - t0
     return sol
 
 
 def _coo(milp):
-    R = np.concatenate(milp.rows).astype(np.int64)
-    C = np.concatenate(milp.cols).astype(np.int64)
-    Vv = np.concatenate(milp.vals).astype(float)
-    return R, C, Vv, np.concatenate(milp.row_lo), np.concatenate(milp.row_hi)
+    """(R, C, V, row_lo, row_hi): :meth:`SecantMILP.to_coo`, the one unpacking."""
+    return milp.to_coo()

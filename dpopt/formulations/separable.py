@@ -318,6 +318,20 @@ def program_of(model) -> SeparableProgram:
     return SeparableProgram(design, design.lower, design.upper, objective, rows, const)
 
 
+def ranges(model_or_program) -> tuple[np.ndarray, np.ndarray]:
+    """Per-stratum integer ranges ``(lo, hi)`` of a model (or its :class:`SeparableProgram`), tightened by the
+    fixed total when there is one: with Σ n = η, n_i ≤ η − Σ_{j≠i} lo_j and n_i ≥ η − Σ_{j≠i} hi_j. Any
+    feasible design lies in them; ``lo > hi`` somewhere means the bounds and the total leave no design."""
+    prog = model_or_program if isinstance(model_or_program, SeparableProgram) else program_of(model_or_program)
+    lo, hi = prog.lower.copy(), prog.upper.copy()
+    for r in prog.rows:
+        if r.kind == "total":
+            eta = int(round(r.rhs))
+            hi = np.minimum(hi, eta - (lo.sum() - lo))
+            lo = np.maximum(lo, eta - (hi.sum() - hi))
+    return lo, hi
+
+
 # ---------------------------------------------------------------------------------- secant MILP
 @dataclass
 class SecantMILP:
@@ -340,6 +354,37 @@ class SecantMILP:
     obj_scale: float
     con_rows: np.ndarray = None     # MILP row of each program row (prog.rows order)
     con_units: np.ndarray = None    # program row = MILP row × con_units (to turn row duals into multipliers)
+
+    @property
+    def ncol(self) -> int:
+        return int(self.c.size)
+
+    @property
+    def nrow(self) -> int:
+        return int(sum(np.size(r) for r in self.row_lo))
+
+    def to_coo(self):
+        """``(R, C, V, row_lo, row_hi)``: the constraint matrix as COO triplets (int64 rows and columns, float
+        values) and the row ranges (±inf where a side is open). The one unpacking of the MILP that every writer
+        (HiGHS, Pyomo, cvxpy, scipy) reads."""
+        def cat(parts, dtype):
+            return np.concatenate(parts).astype(dtype) if len(parts) else np.zeros(0, dtype=dtype)
+        return (cat(self.rows, np.int64), cat(self.cols, np.int64), cat(self.vals, float),
+                cat(self.row_lo, float), cat(self.row_hi, float))
+
+    def to_scipy(self) -> dict:
+        """Keyword arguments of :func:`scipy.optimize.milp`: ``c``, ``integrality`` (the first k columns),
+        ``bounds`` and ``constraints`` (one ``LinearConstraint`` over a CSR matrix). The MILP's objective is
+        ``c·v + offset`` (``self.offset``) and is reported times ``obj_scale``."""
+        from scipy.optimize import Bounds, LinearConstraint
+        from scipy.sparse import csr_matrix
+
+        R, C, V, lo, hi = self.to_coo()
+        A = csr_matrix((V, (R, C)), shape=(lo.size, self.ncol))
+        integrality = np.zeros(self.ncol, dtype=np.uint8)
+        integrality[:self.k] = 1
+        return dict(c=np.asarray(self.c, dtype=float), integrality=integrality,
+                    bounds=Bounds(self.col_lo, self.col_hi), constraints=[LinearConstraint(A, lo, hi)])
 
 
 def secant_milp(prog: SeparableProgram, lo: np.ndarray, hi: np.ndarray, anchor: np.ndarray | None = None,

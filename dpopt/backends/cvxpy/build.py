@@ -63,13 +63,66 @@ def _objective_expr(d: StratifiedDesign, n, form: str, upper=None):
     return parts[0] if len(parts) == 1 else parts[0] + parts[1]
 
 
+def term_expression(model, i, var, variable=0):
+    """cvxpy expression of the unit term t_ij(var) = (σ_ij² + γ_j²(var))/var of stratum(s) ``i`` (an index or
+    an index array, with ``var`` a matching cvxpy expression) and study variable ``variable``: the model's own
+    term, never a re-derived formula. DCP where the mechanism has the exact form a/var + b·var + const (DLap and
+    TuLap at sensitivity 1 with the whole budget); otherwise :class:`CvxpyUnsupported` with the reason (use the
+    Pyomo helper :func:`dpopt.backends.pyomo.term_expression`)."""
+    import cvxpy as cp
+
+    d = _design(model)
+    j = d.variable_index(variable)
+    idx = np.atleast_1d(np.asarray(i, dtype=np.int64))
+    form = d._unit_linear_form(j, idx)
+    if form is None:
+        raise CvxpyUnsupported(f"the unit term of mechanism {d.mechanism.name!r} (sensitivity {d.sensitivity:g}, "
+                               f"budget share {float(d.shares[j]):g}) has no DCP form (only DLap/TuLap with "
+                               "sensitivity 1 and the whole budget have); write the row in Pyomo "
+                               "(dpopt.backends.pyomo.term_expression)")
+    a, b, const = form        # t = a/var + b·var + const, the mechanism's growth form (const = c1/(cN))
+    if np.ndim(i) == 0:
+        return float(a[0]) * cp.inv_pos(var) + float(b[0]) * var + float(const[0])
+    return cp.multiply(a, cp.inv_pos(var)) + cp.multiply(b, var) + const
+
+
+def _row_dcp(d: StratifiedDesign, W: np.ndarray, n):
+    """Σ_ij W_ij t_ij(n_i) as a DCP expression (a row of the compiled program)."""
+    out = 0
+    for j in np.flatnonzero(np.any(W != 0, axis=0)):
+        idx = np.flatnonzero(W[:, j])
+        out = out + W[idx, j] @ term_expression(d, idx, n[idx], int(j))
+    return out
+
+
+def _refusal(model, form: str) -> str | None:
+    """Why the ``form`` problem cannot hold every row of ``model`` (None: it can)."""
+    d = _design(model)
+    targets = list(model.precision_targets)
+    if form == "dnlp" and (d.J > 1 or targets):
+        return ("form='dnlp' writes one variable's objective only; this model has "
+                + ", ".join(model.extended_features()) + ": use form='dcp' (DLap/TuLap at sensitivity 1) or "
+                "dpopt.build_pyomo_model, which writes every row")
+    if form == "dcp" and d.J > 1:
+        bad = [d.variables[j] for j in range(d.J) if d._unit_linear_form(j) is None]
+        if bad:
+            return (f"variable(s) {', '.join(map(repr, bad))} at budget share(s) below 1 (or mechanism "
+                    f"{d.mechanism.name!r}) have no DCP term: the problem cannot be written; use "
+                    "dpopt.build_pyomo_model, which writes every row")
+    return None
+
+
 def build_cvxpy_problem(model, integer: bool = False, form: str = "dcp"):
     """``(problem, {"n": variable, "scale": s, "g": expression})`` for a StratifiedDesign or MinCostDesign.
 
     ``form="dcp"`` (DLap/TuLap with sensitivity 1; raises :class:`CvxpyUnsupported` otherwise) gives a DCP
     problem for Clarabel or SCIP; ``form="dnlp"`` gives a smooth formulation of any built-in mechanism for
     ``problem.solve(solver="IPOPT", nlp=True)`` (continuous only). The sum problem's objective is ``g/s``;
-    add constraints with ``cp.Problem(problem.objective, problem.constraints + [...])``.
+    add constraints with ``cp.Problem(problem.objective, problem.constraints + [...])`` (a row of your own
+    from :func:`term_expression`). Every row of the model is written (bounds, total, linear rows, precision
+    targets as Σ W t/rhs ≤ 1, the min-cost variance bound; ``"precision"`` in the dict lists the target rows),
+    or the model is refused with :class:`CvxpyUnsupported` and the reason (several variables at budget
+    shares below 1, or ``form="dnlp"`` with several variables or precision targets).
     """
     import cvxpy as cp
 
@@ -79,10 +132,16 @@ def build_cvxpy_problem(model, integer: bool = False, form: str = "dcp"):
         raise ValueError(f"form must be 'dcp' or 'dnlp', got {form!r}")
     if form == "dnlp" and integer:
         raise ValueError("form='dnlp' is continuous only (cvxpy's NLP mode has no integer variables)")
+    why = _refusal(model, form)
+    if why is not None:
+        raise CvxpyUnsupported(why)
     d = _design(model)
     k = model.k
     n = cp.Variable(k, integer=bool(integer), name="n")
-    g = _objective_expr(d, n, form, upper=model.upper)
+    if d.J > 1:
+        g = _row_dcp(d, d.alpha2[:, None] * d.variable_weights[None, :], n)
+    else:
+        g = _objective_expr(d, n, form, upper=model.upper)
     cons = [n >= model.lower.astype(float), n <= model.upper.astype(float)]
     for con in model.constraints:
         lhs = con.A @ n
@@ -92,6 +151,13 @@ def build_cvxpy_problem(model, integer: bool = False, form: str = "dcp"):
             cons.append(lhs >= con.b)
         else:
             cons.append(lhs == con.b)
+    precision = []
+    for t in model.precision_targets:
+        W = np.zeros((k, d.J))
+        W[:, t.variable] = t.weights
+        rhs = float(t.bound + t.fpc_const)
+        precision.append(_row_dcp(d, W, n) / rhs <= 1.0)
+    cons += precision
     if isinstance(model, StratifiedDesign):
         cons.append(cp.sum(n) == model.total)
         x0 = np.clip(model.N * model.total / model.N.sum(), model.lower, model.upper)
@@ -105,7 +171,7 @@ def build_cvxpy_problem(model, integer: bool = False, form: str = "dcp"):
         prob = cp.Problem(cp.Minimize(model.cost @ n), cons)
     if form == "dnlp":
         n.value = x0.astype(float)   # IPOPT's starting point
-    return prob, {"n": n, "scale": scale, "g": g}
+    return prob, {"n": n, "scale": scale, "g": g, "precision": precision}
 
 
 def _linear_minimum(model, c, extra=None):

@@ -9,7 +9,7 @@ import numpy as np
 
 from ...result import Solution, Status
 from .. import _status
-from .._secant import _CVXPY_SOLVERS, _coo, _finish, _prepare
+from .._secant import _CVXPY_SOLVERS, _finish, _prepare
 from .._status import status_of
 from .._output import absorb_highs_banner
 
@@ -24,7 +24,7 @@ def solve_cvxpy(model, **options) -> Solution:
     import scipy.sparse as sp
 
     milp = prep["milp"]
-    R, C, Vv, rlo, rhi = _coo(milp)
+    R, C, Vv, rlo, rhi = milp.to_coo()
     ncol = milp.c.size
     A = sp.csr_matrix((Vv, (R, C)), shape=(rlo.size, ncol))
     n = cp.Variable(milp.k, integer=True)

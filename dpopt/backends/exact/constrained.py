@@ -795,11 +795,7 @@ def _highs_model(milp, integer: bool = True, verbose: bool = False):
     h.setOptionValue("primal_feasibility_tolerance", 1e-9)
     h.setOptionValue("mip_feasibility_tolerance", 1e-9)
     ncol = milp.c.size
-    R = np.concatenate(milp.rows).astype(np.int64)
-    C = np.concatenate(milp.cols).astype(np.int64)
-    Vv = np.concatenate(milp.vals).astype(float)
-    rlo = np.concatenate(milp.row_lo)
-    rhi = np.concatenate(milp.row_hi)
+    R, C, Vv, rlo, rhi = milp.to_coo()
     order = np.lexsort((R, C))
     R, C, Vv = R[order], C[order], Vv[order]
     start = np.searchsorted(C, np.arange(ncol + 1))

@@ -119,14 +119,42 @@ def _row_expr(d: StratifiedDesign, W: np.ndarray, n, hi, divisor: float = 1.0):
     return out
 
 
+def term_expression(model, i: int, var, variable=0, upper: float | None = None):
+    """Pyomo expression of the unit term t_ij(var) = (σ_ij² + γ_j²(var))/var of stratum ``i`` and study
+    variable ``variable`` (a name or 0-based index): the variance of stratum i's privatised mean of that
+    variable at sample size ``var`` (a Pyomo variable or expression, e.g. ``m.n[i]``), the variable's budget
+    share and the mechanism's noise included, with no weight. Every row of the compiled program is
+    Σ W_ij·t_ij(n_i) (+ a linear part; :mod:`dpopt.formulations.separable`), so a user's own row is a weighted
+    sum of these, never a re-derived formula. ``upper``: the largest value ``var`` takes (default the model's
+    bound), used to keep coefficients small. Raises :class:`PyomoUnsupported` for a mechanism without a
+    ``pyomo_variance`` hook."""
+    d = _design(model)
+    j = d.variable_index(variable)
+    i = int(i)
+    if not 0 <= i < d.k:
+        raise ValueError(f"stratum index must be in [0, {d.k - 1}], got {i}")
+    return _unit_expr(d, i, j, var, float(d.upper[i] if upper is None else upper))
+
+
+def row_expression(model, W, n, divisor: float = 1.0):
+    """Pyomo expression of Σ_ij (W_ij/divisor)·t_ij(n_i) (W a k×J weight matrix, or a length-k vector for the
+    only variable; ``n`` the sample-size variables, e.g. ``m.n``): a row of the compiled program, e.g. a
+    domain's variance with W_i = (N_i/N_D)² on its strata."""
+    d = _design(model)
+    W = np.asarray(W, dtype=float)
+    if W.ndim == 1:
+        W = W[:, None] if d.J == 1 else None
+        if W is None:
+            raise ValueError(f"the model has {d.J} variables: give W as a k×J matrix")
+    if W.shape != (d.k, d.J):
+        raise ValueError(f"W must be {d.k}×{d.J}, got {W.shape}")
+    return _row_expr(d, W, n, d.upper.astype(float), divisor)
+
+
 def _ranges(model) -> tuple[np.ndarray, np.ndarray]:
-    lo, hi = model.lower.astype(np.int64).copy(), model.upper.astype(np.int64).copy()
-    if isinstance(model, StratifiedDesign):
-        slo, shi = int(lo.sum()), int(hi.sum())
-        lo2 = np.maximum(lo, model.total - (shi - hi))
-        hi2 = np.minimum(hi, model.total - (slo - lo))
-        return lo2, hi2
-    return lo, hi
+    """Sum-tightened ranges: :func:`dpopt.formulations.ranges` (the one home)."""
+    from ...formulations.separable import ranges
+    return ranges(model)
 
 
 def _scale_guess(model) -> float:
@@ -167,7 +195,7 @@ def build_pyomo_model(model, integer: bool = True, formulation: str = "minlp",
                       max_milp_vars: int = DEFAULT_MAX_MILP_VARS):
     """A Pyomo ``ConcreteModel`` of a StratifiedDesign or MinCostDesign.
 
-    Components: ``m.S`` (strata), ``m.n[i]`` (sample sizes), ``m.total`` (Σ n = η; sum problem),
+    Attribute ``m.dpopt_model``: the model translated. Components: ``m.S`` (strata), ``m.n[i]`` (sample sizes), ``m.total`` (Σ n = η; sum problem),
     ``m.linear`` (the model's linear constraints), ``m.precision`` (its precision targets, each divided by
     its right-hand side: Σ W_ij t_ij(n_i)/rhs ≤ 1, fpc included), ``m.extra`` (empty ``ConstraintList`` for
     analysts), ``m.obj``; MINLP: ``m.g`` (unscaled Σ f_i, an Expression), ``m.objective_scale`` and
@@ -192,6 +220,7 @@ def build_pyomo_model(model, integer: bool = True, formulation: str = "minlp",
                                "(SCIP), or solve the model with backend 'pyomo' (the secant MILP) or 'exact'")
     lo, hi = _ranges(model)
     m = pe.ConcreteModel(name=getattr(model, "name", "") or type(model).__name__)
+    m.dpopt_model = model           # the dpopt model it translates (read by solve_pyomo_model)
     m.S = pe.RangeSet(0, k - 1)
     dom = pe.Integers if integer else pe.Reals
     m.n = pe.Var(m.S, within=dom, bounds=lambda _, i: (int(lo[i]), int(hi[i])),

@@ -10,7 +10,7 @@ import numpy as np
 
 from ...result import Solution, Status
 from .. import _status
-from .._secant import _PYOMO_SOLVERS, _coo, _finish, _prepare
+from .._secant import _PYOMO_SOLVERS, _finish, _prepare
 from . import _solver as PY
 
 
@@ -27,7 +27,7 @@ def solve_pyomo(model, **options) -> Solution:
     import pyomo.environ as pe
 
     milp = prep["milp"]
-    R, C, Vv, rlo, rhi = _coo(milp)
+    R, C, Vv, rlo, rhi = milp.to_coo()
     ncol = milp.c.size
     m = pe.ConcreteModel()
     m.v = pe.Var(range(ncol))

@@ -99,14 +99,10 @@ def _option_map(solver: str, lp: bool = False) -> dict:
     return opts
 
 
-def solve_pyomo_model(m, solver: str = "scip", time_limit: float | None = None, rel_gap: float | None = None,
-                      verbose: bool = False, solver_options: dict | None = None):
-    """Solve a model built by :func:`build_pyomo_model` (or extended from it).
-
-    ``solver`` is one of dpopt's names ("scip", "highs", "ipopt"); ``time_limit`` None means the default of
-    :data:`dpopt.backends.pyomo._solver.DEFAULT_TIME_LIMIT` seconds. Returns ``(status, message, lower_bound)`` with
-    the variables loaded when a point exists. A KeyboardInterrupt (also one the solver caught) propagates.
-    """
+def _solve_built(m, solver: str = "scip", time_limit: float | None = None, rel_gap: float | None = None,
+                 verbose: bool = False, solver_options: dict | None = None):
+    """Solve a model built by :func:`build_pyomo_model`: ``(status, message, lower_bound)`` with the variables
+    loaded when a point exists (the solver's raw answer; :func:`solve_pyomo_model` makes it a Solution)."""
     key = PY.solver_key(solver, SOLVERS)
     if key is None:
         return Status.UNSUPPORTED, _unknown_solver_message(solver), float("nan")
@@ -118,6 +114,53 @@ def solve_pyomo_model(m, solver: str = "scip", time_limit: float | None = None, 
     settings = {**_option_map(key, _is_lp(m)), **PY.limit_options(key, opts), **opts.solver_options}
     status, tc, results, _ = PY.run(opt, key, m, settings, opts.verbose)
     return status, f"{PY.SOLVERS[key]}: termination {tc}", PY.lower_bound(results)
+
+
+def solve_pyomo_model(m, solver: str = "scip", time_limit: float | None = None, rel_gap: float | None = None,
+                      verbose: bool = False, solver_options: dict | None = None) -> Solution:
+    """Solve a model built by :func:`build_pyomo_model` (or extended from it, e.g. rows in ``m.extra``) and
+    return a :class:`Solution` of the dpopt model it was built from (``m.dpopt_model``).
+
+    ``solver`` is one of dpopt's names ("scip", "highs", "ipopt"); ``time_limit`` None means the default of
+    :data:`dpopt.backends.pyomo._solver.DEFAULT_TIME_LIMIT` seconds. An integer answer goes through the shared
+    :func:`dpopt.formulations.solution_from`: the one feasibility test on the model's rows, the gap certificate
+    to the solver's bound (undone from ``m.objective_scale``/``m.objective_offset``) and the status it proves
+    (the solver's own ``optimal`` at gap 0 on its unrepaired point counts, as on the backend's own route).
+    A point the solver accepted within its own tolerance is repaired by unit moves only when ``m.extra`` is
+    empty (a repair cannot see the analyst's rows); otherwise it is reported as ``error``. A real
+    (``integer=False``) point is ``optimal`` only when the model's feasibility test accepts it. The variables
+    stay loaded. A KeyboardInterrupt (also one the solver caught) propagates.
+    """
+    import pyomo.environ as pe
+
+    from ...formulations.solution import solution_from
+
+    t0 = time.perf_counter()
+    model = getattr(m, "dpopt_model", None)
+    if model is None:
+        raise TypeError("solve_pyomo_model needs a model built by build_pyomo_model (m.dpopt_model is missing)")
+    status, msg, lb = _solve_built(m, solver, time_limit, rel_gap, verbose, solver_options)
+    key = PY.solver_key(solver, SOLVERS) or str(solver)[:80]
+    vals = [m.n[i].value for i in range(model.k)]
+    if status in (Status.UNSUPPORTED, Status.INFEASIBLE, Status.ERROR) or any(v is None for v in vals):
+        return Solution(status, backend="pyomo", solver=key, message=msg, wall_time=time.perf_counter() - t0)
+    scale = float(pe.value(m.objective_scale))
+    offset = float(pe.value(m.objective_offset)) if hasattr(m, "objective_offset") else 0.0
+    bound = lb * scale + offset if np.isfinite(lb) else -np.inf
+    if m.n[0].is_integer() or _is_lp(m):
+        sol = solution_from(model, np.array(vals, dtype=float), bound, status, rel_gap=rel_gap, solver=key,
+                            message=msg, repair=len(m.extra) == 0, bound_source=f"{key} bound", t0=t0,
+                            solver_proof=True)
+    else:
+        pt = np.clip(np.array(vals, dtype=float), model.lower, model.upper)
+        if status == Status.OPTIMAL and not model.is_feasible(pt):
+            status, msg = Status.FEASIBLE, f"{msg}; the point violates a row beyond {FEASIBILITY_TOL:g} (relative)"
+        sol = model.make_solution(x=pt, status=status, solver=key, message=msg)
+    sol.backend = "pyomo"
+    if np.isfinite(lb):
+        sol.details["solver_lower_bound"] = bound
+    sol.wall_time = time.perf_counter() - t0
+    return sol
 
 
 def _check_opts(time_limit, rel_gap, verbose, solver_options, formulation, max_milp_vars, removed):
@@ -184,7 +227,7 @@ def _run(model, integer: bool, solver, time_limit, rel_gap, verbose, solver_opti
         # the hand-over to HiGHS runs before HiGHS's clock starts: leave it its estimated share
         time_limit = max(time_limit - columns / MILP_COLUMNS_PER_SECOND, 0.05 * time_limit)
     try:
-        status, msg, lb = solve_pyomo_model(m, solver, time_limit, opts.rel_gap, opts.verbose, opts.solver_options)
+        status, msg, lb = _solve_built(m, solver, time_limit, opts.rel_gap, opts.verbose, opts.solver_options)
     except (KeyboardInterrupt, V.InvalidOption):
         raise
     except Exception as exc:  # solver faults become a status
