@@ -226,7 +226,8 @@ def _solve_by_domains(model, prog, groups, rel_gap, deadline):
 
 def relax_constrained(model, rel_gap: float = DEFAULT_REL_GAP, time_limit: float | None = None,
                       verbose: bool = False) -> Solution:
-    """The continuous relaxation with every constraint (stratallo's opt/optcost and Bethel–Chromy's targets, with DP noise)."""
+    """The continuous relaxation with every constraint (stratallo's opt/optcost and Bethel–Chromy's targets,
+    with DP noise)."""
     rel_gap, time_limit, verbose = check_options(rel_gap, time_limit, verbose)
     deadline = Deadline(time_limit)
     prog = program_of(model)
