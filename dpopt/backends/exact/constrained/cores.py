@@ -95,8 +95,8 @@ def tabulate(prog, Om, ell, lam, n_lam, r_lo, r_hi, pos=None, rows=None, link_a=
     cols = dict(v=v, r_all=r_all, d_all=new - per0[loc], dabs_all=np.abs(new) - np.abs(per0[loc]))
     if link_a is not None:
         cols["dt_all"] = (link_a[ii] * (v - n_lam[ii])).astype(np.int64)
-    # Σ|terms| (the rows' scale in _feasible) equals the row itself where no term can be negative; only the
-    # other rows track it
+    # Σ|terms| (the rows' scale in feasible()) equals the row itself where no term can be negative; only
+    # the other rows track it
     signed = np.flatnonzero((per0 < 0).any(axis=0) | (new < 0).any(axis=0))
     free, sizes, cols = _costliest_first(free, sizes, cols)
     starts = np.concatenate([[0], np.cumsum(sizes)])
@@ -122,7 +122,7 @@ def _costliest_first(free, sizes, cols):
 
 
 def _reach(d_all, dabs_all, starts, nf, rhs, abs0):
-    """The pruning tolerance per row (twice the final test's, which is _feasible's own) and, per stratum, the
+    """The pruning tolerance per row (twice the final test's, which is feasible()'s own) and, per stratum, the
     least and largest total row change the strata after it can still make."""
     m = rhs.size
     abs_hi = abs0 + sum(np.maximum(dabs_all[starts[t]:starts[t + 1]].max(axis=0), 0.0) for t in range(nf))
@@ -195,7 +195,8 @@ def _segmented_first_min(group: np.ndarray, y: np.ndarray) -> np.ndarray:
     return w < prev
 
 
-def run(tab: CoreTable, cut, max_states, deadline, dominance: bool, work_limit=None) -> Survivors | None:
+def dynamic_programme(tab: CoreTable, cut, max_states, deadline, dominance: bool,
+                      work_limit=None) -> Survivors | None:
     """The dynamic programme over the free strata of ``tab``: None when more than ``max_states`` partial designs
     survive a stratum (4·max_states before dominance), more than ``work_limit`` have been kept over all
     strata, or the deadline passes; else the survivors (empty when nothing is within the budget)."""
@@ -232,7 +233,7 @@ def run(tab: CoreTable, cut, max_states, deadline, dominance: bool, work_limit=N
 
 
 def final_test(tab: CoreTable, s: Survivors):
-    """_feasible's test on the survivors (relative violation ≤ FEAS_TOL of max(|rhs|, Σ|terms|), per row) and
+    """feasible()'s test on the survivors (relative violation ≤ FEAS_TOL of max(|rhs|, Σ|terms|), per row) and
     each one's excess f − LB (reduced costs plus the inequality rows' slack at λ)."""
     scale_rows = s.S_row.copy()
     scale_rows[:, tab.signed] = s.S_abs
@@ -261,7 +262,7 @@ def enumerate_core(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, max_states, de
     # a design feasible within the tolerance may have slacks down to −tol: its f − LB can fall below
     # Σ r + λ·slack by λ·tol, so the budget test allows that much more
     cut = budget + float(tab.lam_in @ tab.tol)
-    s = run(tab, cut, max_states, deadline, dominance, work_limit=4 * max_states)
+    s = dynamic_programme(tab, cut, max_states, deadline, dominance, work_limit=4 * max_states)
     if s is None:
         return None
     if s.S_r.size == 0:

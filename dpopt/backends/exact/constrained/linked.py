@@ -13,7 +13,7 @@ import numpy as np
 
 from ....formulations.separable import SeparableProgram
 from .checks import FEAS_TOL, feasible
-from .cores import CoreResult, final_test, run, tabulate, trace
+from .cores import CoreResult, dynamic_programme, final_test, tabulate, trace
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ def enumerate_group(prog, Om, ell, lam, n_lam, r_lo, r_hi, cut, pos, rows, link,
     a = prog.rows[link].a
     tab = tabulate(prog, Om, ell, lam, n_lam, r_lo, r_hi, pos=pos, rows=rows, link_a=a)
     dominance = int(np.sum(tab.ineq)) <= 1 and not np.any(~tab.ineq)
-    s = run(tab, cut, max_states, deadline, dominance)
+    s = dynamic_programme(tab, cut, max_states, deadline, dominance)
     if s is None:
         return None
     feas, excess = final_test(tab, s)
