@@ -1,6 +1,6 @@
 """Precision targets on disjoint domains linked only by the fixed total, under objectives that are not the
 domain rows' own (A-optimal, unit-free, user weights, two variables): the exact backend enumerates the
-domains one by one and joins them over the total (dpopt/backends/exact/constrained.py, _enumerate_linked).
+domains one by one and joins them over the total (dpopt/backends/exact/constrained/linked.py, enumerate_linked).
 Oracle: brute force over the box from the plain formulas (tests/test_constrained_exact.py)."""
 
 from __future__ import annotations
@@ -92,16 +92,17 @@ def test_each_budget_proves_what_it_claims(seed):
         d, mech, eps, objective = _instance(rs)
         prog = program_of(d)
         linked = C.linked_groups(prog)
-        if not C._convexity(d)[0]:
+        if not C.convexity(d)[0]:
             continue
-        res = C._solve_dual(prog, C._Deadline(10.0))
-        if res["infeasible"]:
+        res = C.solve_dual(prog, C.Deadline(10.0))
+        if res.infeasible:
             continue
-        safe, n_lam, Om, ell, _ = C._integer_bound(prog, res["lam"])
-        lam = res["lam"]
+        ib = C.integer_bound(prog, res.lam)
+        safe, n_lam, Om, ell = ib.lb, ib.n, ib.Om, ib.ell
+        lam = res.lam
         # the enumeration's excesses are measured from the plain Lagrangian value; the certificate uses the
         # safe bound below it (rows at rhs + allowance, rounding subtracted)
-        lb = float(np.sum(C._phi(prog, Om, ell, n_lam.astype(float))) - lam @ prog.rhs()) - prog.const
+        lb = float(np.sum(C.phi(prog, Om, ell, n_lam.astype(float))) - lam @ prog.rhs()) - prog.const
         assert safe <= lb
         true = _brute_excess(d, mech, eps, objective, lb)
         if true is None:
@@ -110,10 +111,10 @@ def test_each_budget_proves_what_it_claims(seed):
         scale = max(abs(lb), 1e-300)
         for rel in (1e-6, 1e-4, 1e-3, 1e-2, 1e-1, 1.0):
             b = rel * scale
-            r_lo, r_hi = C._reduced_ranges(prog, Om, ell, n_lam, b * (1 + 1e-12))
-            out = C._enumerate_linked(prog, Om, ell, lam, n_lam, r_lo, r_hi, b, 10 ** 6, None, linked)
+            r_lo, r_hi = C.reduced_ranges(prog, Om, ell, n_lam, b * (1 + 1e-12))
+            out = C.enumerate_linked(prog, Om, ell, lam, n_lam, r_lo, r_hi, b, 10 ** 6, None, linked)
             assert out is not None
-            n, excess, _ = out
+            n, excess = out.n, out.excess
             if excess <= b:
                 assert excess == pytest.approx(true, rel=1e-9, abs=1e-9 * scale)
                 assert n is not None and d.is_feasible(n)

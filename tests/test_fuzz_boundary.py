@@ -126,7 +126,7 @@ def check(I, model, sol, where):
 
 def _general_route(monkeypatch):
     """Take the domain route away: the general route (Lagrangian, cores, HiGHS) solves every instance."""
-    monkeypatch.setattr(C, "domain_structure", lambda prog: None)
+    monkeypatch.setattr(C.solve, "domain_structure", lambda prog: None)
 
 
 @pytest.mark.parametrize("route", ["domain", "general"])
@@ -213,13 +213,13 @@ def test_lagrangian_bound_never_above_optimum_fuzz():
         assert feas                                   # ref itself
         best = min(obj(n) for n in feas)
         prog = program_of(model)
-        res = C._solve_dual(prog, C._Deadline(10.0))
-        lam0 = np.where(prog.inequality(), np.maximum(res["lam"], 0.0), res["lam"])
+        res = C.solve_dual(prog, C.Deadline(10.0))
+        lam0 = np.where(prog.inequality(), np.maximum(res.lam, 0.0), res.lam)
         for scale in (1.0, 1e3, 1e6, 1e9, 1e12):
             lam = lam0.copy()
             ineq = prog.inequality()
             lam[ineq] = np.maximum(lam[ineq], 1e-3) * scale
-            lb = C._integer_bound(prog, lam)[0]
+            lb = C.integer_bound(prog, lam).lb
             assert lb <= best, (trial, scale, lb, best)
             checked += 1
         sol = model.solve("exact")
@@ -247,7 +247,7 @@ def test_one_tolerance_everywhere():
     """The models' is_feasible, the exact routes and the Pyomo repair read the same constant."""
     from dpopt.backends.pyomo import feasibility as PF
     from dpopt.formulations import separable as S
-    assert S.FEASIBILITY_TOL == TAU == C._FEAS_TOL == PF.FEASIBILITY_TOL
+    assert S.FEASIBILITY_TOL == TAU == C.FEAS_TOL == PF.FEASIBILITY_TOL
     d = StratifiedDesign([10, 12, 9], [1.0, 2.0, 0.5], 12, 1.0)
     n = np.array([4, 5, 3])
     v = d.precision_value(d._precision_target(1.0, None, None, "variance", None, "mean", ""), n)

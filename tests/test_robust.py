@@ -99,13 +99,13 @@ def _equality_model():
 
 
 def test_dual_stops_without_progress():
-    from dpopt.backends.exact.constrained import _Deadline, _solve_dual
+    from dpopt.backends.exact.constrained import Deadline, solve_dual
     from dpopt.formulations.separable import program_of
 
     d, _ = _equality_model()
-    res = _solve_dual(program_of(d), _Deadline(None))
+    res = solve_dual(program_of(d), Deadline(None))
     # main: 300 iterations (12 851 dual evaluations, ~4 s here, minutes on larger k) with q stuck
-    assert res["stalled"] and res["iterations"] < 50
+    assert res.stalled and res.iterations < 50
 
 
 def test_five_strata_three_equality_rows():
@@ -142,13 +142,13 @@ def test_min_cost_two_variables_three_domains():
 
 
 def test_box_enumeration_proves_infeasibility():
-    from dpopt.backends.exact.constrained import _Deadline, _enumerate_box
+    from dpopt.backends.exact.constrained import Deadline, enumerate_box
     from dpopt.formulations.separable import program_of
 
     d, _ = _equality_model()
     d.add_constraint([[0, 0, 0, 1.0, -1.0]], [0.5], "==", name="impossible")   # n3 − n4 = 0.5: no integer
-    res = _enumerate_box(program_of(d), _Deadline(None))
-    assert res[0] is None and res[2] > 0
+    res = enumerate_box(program_of(d), Deadline(None))
+    assert res.n is None and res.scanned > 0
     assert d.solve(backend="exact", time_limit=60).status.value == "infeasible"
 
 

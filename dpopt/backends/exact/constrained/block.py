@@ -1,0 +1,142 @@
+"""One block of the program (rows on their own set of strata) solved to a certified integer optimum: the dual
+(:mod:`.dual`), the integer Lagrangian bound at the best multipliers (:mod:`.bound`, the secant LP's duals from
+:mod:`.highs_milp`), then the cores (:mod:`.search`); without convexity, a small box is enumerated
+(:mod:`.box`) or HiGHS looks for a good point on a widening window."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ....formulations.separable import secant_milp
+from .bound import IntegerBound, integer_bound
+from .box import BOX_POINTS, box, enumerate_box
+from .cores import DEFAULT_MAX_STATES
+from .dual import DualResult, solve_dual
+from .fixing import window as window_of
+from .highs_milp import highs_solve, lp_multipliers
+from .incumbent import Incumbent
+from .search import INFEASIBLE, CoreSearch
+
+
+@dataclass(frozen=True)
+class BlockResult:
+    """A block's answer: the best design ``n`` (None when none was found) and its objective ``ub``; ``lb`` a
+    proven lower bound (−inf without convexity), ``lagrangian`` the integer Lagrangian's; the relaxation ``x``,
+    its dual value ``q`` and the multipliers ``lam``; ``infeasible`` proven (``reason``); the ``steps`` taken;
+    ``budget`` and ``core_bound`` for resuming a block that ran out of time; ``enumerated``: the whole box was
+    scanned (a proof without convexity)."""
+    x: np.ndarray
+    q: float
+    lam: np.ndarray
+    steps: tuple[str, ...] = ()
+    n: np.ndarray | None = None
+    ub: float = math.inf
+    lb: float = -math.inf
+    lagrangian: float = -math.inf
+    converged: bool = False
+    infeasible: bool = False
+    reason: str = ""
+    timed_out: bool = False
+    budget: float = 0.0
+    core_bound: float = -math.inf
+    enumerated: bool = False
+
+
+def solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max_states=DEFAULT_MAX_STATES,
+                resume: BlockResult | None = None) -> BlockResult:
+    """Certified integer optimum of one block of the program (see the package docstring). ``resume``: an
+    earlier result for this block that ran out of time (its incumbent, bound and last budget are taken up)."""
+    steps: list[str] = []
+    if not convex and resume is None:
+        # no bound exists without convexity, but a small box is its own proof
+        base = BlockResult(x=prog.lower.astype(float), q=-math.inf, lam=np.zeros(prog.m))
+        done = _by_box(prog, base, deadline, steps, "terms not proven convex")
+        if done is not None:
+            return done
+    res = solve_dual(prog, deadline)
+    base = BlockResult(x=res.x, q=res.q, lam=res.lam, converged=res.converged)
+    if res.infeasible:
+        return dataclasses.replace(base, infeasible=True, steps=tuple(steps), reason=(
+            "the continuous relaxation has no point (the Lagrangian dual exceeds the objective's maximum over "
+            "the bounds)"))
+    if not res.converged and resume is None:
+        # the dual stalled or used its share of the time: a small box is enumerated instead
+        done = _by_box(prog, base, deadline, steps, "the continuous dual stalled" if res.stalled
+                       else "the continuous dual did not converge")
+        if done is not None:
+            return done
+        steps.append(f"continuous dual not converged after {res.iterations} iterations"
+                     + (" (no progress)" if res.stalled else ""))
+    ib, lam, scale = _best_bound(prog, convex, res, deadline, window)
+    base = dataclasses.replace(base, lam=lam)
+    inc = Incumbent(prog)
+    inc.offer(ib.n)
+    if not convex:
+        _window_search(prog, res.x, ib.n, window, scale, inc, steps, deadline, rel_gap, max_cols, verbose)
+        return dataclasses.replace(base, n=inc.n, ub=inc.ub, timed_out=deadline.passed(), steps=tuple(steps))
+    search = CoreSearch(prog, ib, lam, res.x, scale, inc, steps, deadline, rel_gap, max_cols, max_states,
+                        verbose, resume)
+    if search.run() == INFEASIBLE:
+        return dataclasses.replace(base, lagrangian=ib.lb, infeasible=True, reason=search.reason,
+                                   steps=tuple(steps))
+    return dataclasses.replace(base, n=inc.n, ub=inc.ub, lb=search.lower_bound(), lagrangian=ib.lb,
+                               timed_out=deadline.passed(), budget=search.b, core_bound=search.bound,
+                               steps=tuple(steps))
+
+
+def _best_bound(prog, convex, res: DualResult, deadline, width) -> tuple[IntegerBound, np.ndarray, float]:
+    """The integer Lagrangian bound at the dual's multipliers or, when better, at the secant LP's on the window
+    around the relaxation (its duals are the best multipliers: its value is the convex hull bound); with the
+    multipliers used and the problem's scale."""
+    lam = res.lam
+    ib = integer_bound(prog, lam)
+    w_lo, w_hi = window_of(prog, res.x, ib.n, width)
+    scale = max(abs(ib.lb), abs(prog.evaluate(ib.n.astype(float))[0]), 1e-300)
+    if convex and prog.m:
+        lam_lp = lp_multipliers(prog, w_lo, w_hi, res.x, scale, deadline.left())
+        if lam_lp is not None:
+            ib_lp = integer_bound(prog, lam_lp)
+            if ib_lp.lb > ib.lb:
+                ib, lam = ib_lp, lam_lp
+    return ib, lam, scale
+
+
+def _window_search(prog, x, n_lam, width, scale, inc, steps, deadline, rel_gap, max_cols, verbose) -> None:
+    """Without convexity no bound exists: look for a good point on a widening window around the relaxation."""
+    lo, hi = prog.lower, prog.upper
+    region = window_of(prog, x, n_lam, width)
+    for attempt in range(6):
+        size = int(np.sum(region[1] - region[0]))
+        if size > max_cols or deadline.passed():
+            break
+        milp = secant_milp(prog, region[0], region[1], anchor=x, obj_scale=scale * 1e-6, row_tighten=2e-10)
+        res = highs_solve(milp, rel_gap * 0.25, 0.0, deadline.left(), verbose)
+        steps.append(f"HiGHS on {size} segments: {res.text}")
+        inc.offer(res.n)
+        if inc.found or res.status != "infeasible":
+            break
+        grow = 4 ** (attempt + 1) * (width + 1)
+        region = (np.clip(region[0] - grow, lo, hi), np.clip(region[1] + grow, lo, hi))
+
+
+def _by_box(prog, base: BlockResult, deadline, steps, why) -> BlockResult | None:
+    """``base`` completed by :func:`.box.enumerate_box` (the optimum, or infeasibility, proven by enumeration),
+    or None when the box is too large or the scan did not finish."""
+    _, _, count = box(prog)
+    if count > BOX_POINTS:
+        return None
+    t0 = time.perf_counter()
+    res = enumerate_box(prog, deadline)
+    if res is None:
+        return None
+    steps.append(f"{why}: enumerated all {res.scanned} designs of the box in {time.perf_counter() - t0:.2f} s")
+    if res.n is None:
+        return dataclasses.replace(base, infeasible=True, steps=tuple(steps), reason=(
+            "no integer design meets every constraint (every design in the bounds was enumerated)"))
+    return dataclasses.replace(base, n=res.n, ub=res.value, lb=res.value, enumerated=True, timed_out=False,
+                               budget=0.0, core_bound=res.value, steps=tuple(steps))

@@ -1,0 +1,81 @@
+"""The solver's checks: options, discrete convexity of the terms, the one feasibility test, and rows no design
+within the bounds can meet."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .... import _validate as V
+from ....formulations.separable import FEASIBILITY_TOL, safe_lower
+from .inner import inner_continuous, inner_integer, phi
+
+from ....options import DEFAULT_REL_GAP, DEFAULT_TIME_LIMIT  # noqa: E402  (the one default of every backend)
+FEAS_TOL = FEASIBILITY_TOL        # the one feasibility test's tolerance (formulations.separable)
+_CONVEXITY_POINTS = 30_000_000     # increments checked for terms not proven convex (~1 s per 10^7, measured)
+
+
+def check_options(rel_gap, time_limit, verbose):
+    rel_gap = V.option(V.real, "rel_gap", rel_gap)
+    if not 0 <= rel_gap < 1:
+        raise V.InvalidOption(f"rel_gap must be in [0, 1), got {rel_gap:g}")
+    verbose = V.option(V.flag, "verbose", verbose)
+    time_limit = V.time_limit(time_limit)
+    # HiGHS runs inside: a solve always ends, as with the other routes' external solvers
+    return rel_gap, DEFAULT_TIME_LIMIT if time_limit is None else time_limit, verbose
+
+
+def convexity(model):
+    design = getattr(model, "design", model)
+    return design.convexity_verified(max_points=_CONVEXITY_POINTS)
+
+
+def feasible(prog, n) -> bool:
+    """The one feasibility test (SeparableProgram.feasible, FEASIBILITY_TOL; docs/constrained.md)."""
+    return prog.feasible(np.asarray(n))
+
+
+def unreachable_rows(prog, integer: bool = True) -> str | None:
+    """A row whose own minimum over the bounds exceeds its right-hand side plus the feasibility test's allowance
+    makes the model infeasible; name it (e.g. a precision target below the floor the DP noise sets: more
+    sample can mean more noise). ``integer``: the minimum over integer designs, exact per stratum (discretely
+    convex terms) and lowered by its rounding error (safe_lower); else the continuous relaxation's minimum."""
+    allow = prog.allowance() if prog.m else np.zeros(0)
+    for l, r in enumerate(prog.rows):
+        if r.sense != "<=":
+            continue
+        low = _row_minimum(prog, r, integer)
+        if integer:
+            unreachable = low > r.rhs + allow[l]
+        else:
+            unreachable = low - r.rhs - allow[l] > 1e-9 * max(abs(r.rhs), abs(low))
+        if unreachable:
+            return _unreachable_message(r, low)
+    return None
+
+
+def _row_minimum(prog, r, integer):
+    """Row r's minimum over the bounds: integer (safe, see :func:`unreachable_rows`) or continuous."""
+    Om = np.zeros((prog.k, prog.model.J)) if r.W is None else r.W
+    ell = np.zeros(prog.k) if r.a is None else r.a.astype(float)
+    if not integer:
+        x = inner_continuous(prog, Om, ell)
+        return float(np.sum(phi(prog, Om, ell, x)))
+    m = inner_integer(prog, Om, ell)
+    vals = phi(prog, Om, ell, m.astype(float))
+    for d in (-1, 1):
+        vals = np.minimum(vals, phi(prog, Om, ell, np.clip(m + d, prog.lower, prog.upper).astype(float)))
+    return safe_lower(vals, extra_ops=prog.model.J + 2)
+
+
+def _unreachable_message(r, low) -> str:
+    target = r.target
+    if getattr(target, "kind", None) in ("se", "cv", "variance"):
+        var = max(low - target.fpc_const, 0.0)
+        floor = math.sqrt(var)
+        what = {"se": f"SE {floor:.6g}", "cv": f"CV {floor / abs(target.mean or 1.0):.6g}",
+                "variance": f"variance {var:.6g}"}[target.kind]
+        return (f"precision target {r.name!r} ({target.kind} {target.target:g}) cannot be met: the smallest "
+                f"{what} any design within the bounds reaches")
+    return f"row {r.name!r} cannot be met: its smallest value within the bounds is {low:.6g} > {r.rhs:.6g}"

@@ -1,0 +1,281 @@
+"""Step 3's exact core solver: every design of a core (the values reduced-cost fixing keeps per stratum) whose
+objective is within a budget of the Lagrangian bound, by dynamic programming over its free strata, pruned by
+the budget, by row reachability and by dominance. :func:`tabulate` and :func:`expand` serve both
+:func:`enumerate_core` (the whole core) and :mod:`.linked` (groups of strata linked only by the total).
+
+f(n) = LB + Σ_i r_i(n_i) + Σ_l λ_l s_l(n) with r_i ≥ 0 the reduced costs and s_l ≥ 0 the slacks of the inequality
+rows, so a partial design is dropped once its reduced costs plus the slack its remaining strata cannot use
+exceed the budget, or once no completion can meet a row (rows checked with a tolerance looser than the final
+test). With at most one inequality row, a partial design is also dropped when another with the same
+equality-row values (and linking-row value) has no larger objective and no larger row value (it is
+dominated). Nothing that could be feasible within the budget is lost, so an empty result proves
+f > LB + budget everywhere."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .checks import FEAS_TOL, feasible
+from .inner import phi
+
+CHUNK = 1 << 16                   # partial designs expanded at once by the core enumeration
+DEFAULT_MAX_STATES = 2_000_000    # partial designs a core enumeration keeps (~350 MB at the limit, measured)
+
+
+@dataclass(frozen=True)
+class CoreResult:
+    """A finished core enumeration: the best verified design (or None), the smallest objective − bound among the
+    surviving feasible designs (inf when none), and the largest number of partial designs kept."""
+    n: np.ndarray | None
+    excess: float
+    peak: int
+
+
+@dataclass(frozen=True)
+class CoreTable:
+    """Per value of every free stratum (in enumeration order, ``starts`` delimiting the strata): the value, its
+    reduced cost, the change of each row and of Σ|terms| against n_λ, and (linked groups) of the total; the
+    rows' data at n_λ, the pruning tolerance and the suffix bounds on the row changes still to come."""
+    free: np.ndarray
+    sizes: np.ndarray
+    starts: np.ndarray
+    v: np.ndarray
+    r_all: np.ndarray
+    d_all: np.ndarray
+    dabs_all: np.ndarray
+    dt_all: np.ndarray | None
+    signed: np.ndarray
+    rows0: np.ndarray
+    abs0: np.ndarray
+    rhs: np.ndarray
+    ineq: np.ndarray
+    lam: np.ndarray
+    lam_in: np.ndarray
+    tol: np.ndarray
+    suf_min: np.ndarray
+    suf_max: np.ndarray
+
+
+@dataclass(frozen=True)
+class Survivors:
+    """The complete designs a dynamic programme kept: reduced costs, row values, Σ|terms| of the signed rows,
+    totals (linked groups), the trail to trace them back and the largest number of partial designs kept."""
+    S_r: np.ndarray
+    S_row: np.ndarray
+    S_abs: np.ndarray
+    S_t: np.ndarray | None
+    trail: list
+    peak: int
+
+
+def tabulate(prog, Om, ell, lam, n_lam, r_lo, r_hi, pos=None, rows=None, link_a=None) -> CoreTable:
+    """The :class:`CoreTable` of the core ``r_lo..r_hi`` on strata ``pos`` (all when None) and rows ``rows``
+    (all when None); ``link_a``: the linking row's integer coefficients, whose changes are tabulated too."""
+    sel = slice(None) if pos is None else pos
+    rs = prog.rows if rows is None else [prog.rows[l] for l in rows]
+    rhs, ineq = (prog.rhs(), prog.inequality()) if rows is None else (prog.rhs()[rows], prog.inequality()[rows])
+    lam_r = lam if rows is None else lam[rows]
+    x0 = n_lam[sel].astype(float)
+    T0 = prog.unit_matrix(x0, pos)
+    per0 = np.stack([prog.row_terms(r, T0, x0, pos) for r in rs], axis=1) if rs else np.zeros((x0.size, 0))
+    phi0 = phi(prog, Om, ell, x0, pos)
+    fpos = np.flatnonzero(r_hi[sel] > r_lo[sel])
+    free = fpos if pos is None else pos[fpos]
+    sizes = (r_hi[free] - r_lo[free] + 1).astype(np.int64)
+    owner = np.repeat(np.arange(free.size), sizes)
+    ii, loc = free[owner], fpos[owner]
+    v = r_lo[ii] + np.arange(owner.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    vf = v.astype(float)
+    T = prog.unit_matrix(vf, ii)
+    r_all = np.maximum(phi(prog, Om, ell, vf, ii) - phi0[loc], 0.0)
+    new = np.stack([prog.row_terms(r, T, vf, ii) for r in rs], axis=1) if rs else np.zeros((v.size, 0))
+    cols = dict(v=v, r_all=r_all, d_all=new - per0[loc], dabs_all=np.abs(new) - np.abs(per0[loc]))
+    if link_a is not None:
+        cols["dt_all"] = (link_a[ii] * (v - n_lam[ii])).astype(np.int64)
+    # Σ|terms| (the rows' scale in feasible()) equals the row itself where no term can be negative; only
+    # the other rows track it
+    signed = np.flatnonzero((per0 < 0).any(axis=0) | (new < 0).any(axis=0))
+    free, sizes, cols = _costliest_first(free, sizes, cols)
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    rows0, abs0 = per0.sum(axis=0), np.abs(per0).sum(axis=0)
+    tol, suf_min, suf_max = _reach(cols["d_all"], cols["dabs_all"], starts, free.size, rhs, abs0)
+    return CoreTable(free=free, sizes=sizes, starts=starts, dt_all=cols.get("dt_all"), signed=signed,
+                     rows0=rows0, abs0=abs0, rhs=rhs, ineq=ineq, lam=lam_r, lam_in=np.where(ineq, lam_r, 0.0),
+                     tol=tol, suf_min=suf_min, suf_max=suf_max,
+                     **{c: cols[c] for c in ("v", "r_all", "d_all", "dabs_all")})
+
+
+def _costliest_first(free, sizes, cols):
+    """Strata whose cheapest alternative costs most first: the many cheap moves come last, where the row
+    reachability and slack tests prune (measured: 4-10x fewer partial designs than in stratum order)."""
+    if free.size <= 1:
+        return free, sizes, cols
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    r_all = cols["r_all"]
+    cheapest = np.minimum.reduceat(np.where(r_all > 0, r_all, np.inf), starts[:-1])
+    order = np.argsort(-cheapest, kind="stable")
+    perm = np.concatenate([np.arange(starts[t], starts[t + 1]) for t in order])
+    return free[order], sizes[order], {c: a[perm] for c, a in cols.items()}
+
+
+def _reach(d_all, dabs_all, starts, nf, rhs, abs0):
+    """The pruning tolerance per row (twice the final test's, which is feasible()'s own) and, per stratum, the
+    least and largest total row change the strata after it can still make."""
+    m = rhs.size
+    abs_hi = abs0 + sum(np.maximum(dabs_all[starts[t]:starts[t + 1]].max(axis=0), 0.0) for t in range(nf))
+    tol = 2 * FEAS_TOL * np.maximum(np.abs(rhs), abs_hi)
+    dmin = np.array([d_all[starts[t]:starts[t + 1]].min(axis=0) for t in range(nf)]).reshape(nf, m)
+    dmax = np.array([d_all[starts[t]:starts[t + 1]].max(axis=0) for t in range(nf)]).reshape(nf, m)
+    suf_min = np.vstack([np.cumsum(dmin[::-1], axis=0)[::-1], np.zeros((1, m))])
+    suf_max = np.vstack([np.cumsum(dmax[::-1], axis=0)[::-1], np.zeros((1, m))])
+    return tol, suf_min, suf_max
+
+
+def expand(tab: CoreTable, t, S_r, S_row, cut, limit):
+    """Every partial design × value of free stratum t that passes the budget and reachability tests: (expanded
+    indices = parent position × values + choice, reduced costs, row values), or None above ``limit``
+    survivors. Row by row on (states × values) arrays, a chunk of states at a time (bounded memory)."""
+    s0, s1 = tab.starts[t], tab.starts[t + 1]
+    nv, m = s1 - s0, tab.rhs.size
+    rhs, tol, ineq, lam_in = tab.rhs, tab.tol, tab.ineq, tab.lam_in
+    parts_idx, parts_R, parts_ROW = [], [], []
+    for c0 in range(0, S_r.size, CHUNK):
+        c1 = min(c0 + CHUNK, S_r.size)
+        R = S_r[c0:c1, None] + tab.r_all[None, s0:s1]
+        ok = R <= cut
+        pen = np.zeros(R.shape)
+        cols = []
+        for l in range(m):
+            row = S_row[c0:c1, l, None] + tab.d_all[None, s0:s1, l]
+            ok &= row <= rhs[l] + tol[l] - tab.suf_min[t + 1, l]
+            if not ineq[l]:
+                ok &= row >= rhs[l] - tol[l] - tab.suf_max[t + 1, l]
+            elif lam_in[l] > 0:       # slack the remaining strata cannot use is paid at λ_l
+                pen += lam_in[l] * np.maximum(rhs[l] - tab.suf_max[t + 1, l] - row, 0.0)
+            cols.append(row)
+        ok &= R + pen <= cut
+        idx = np.flatnonzero(ok)
+        parts_idx.append(idx + c0 * nv)
+        parts_R.append(R.ravel()[idx])
+        parts_ROW.append(np.stack([c.ravel()[idx] for c in cols], axis=1) if m else np.zeros((idx.size, 0)))
+        if sum(p.size for p in parts_idx) > limit:
+            return None
+    return np.concatenate(parts_idx), np.concatenate(parts_R), np.concatenate(parts_ROW)
+
+
+def _undominated(tab: CoreTable, R, ROW, keys):
+    """Positions kept by dominance: per value of ``keys`` (equality rows, linking total), the partial designs
+    that no other with no larger objective change has a smaller (or equal) inequality-row value."""
+    F = R - (ROW - tab.rows0) @ tab.lam           # objective change so far (up to the linking row's)
+    if keys.shape[1]:
+        order = np.lexsort((F, *keys.T[::-1]))
+        ks = keys[order]
+        group = np.concatenate([[0], np.cumsum(np.any(ks[1:] != ks[:-1], axis=1))])
+    else:
+        order = np.argsort(F, kind="stable")
+        group = np.zeros(R.size, dtype=np.int64)
+    if np.any(tab.ineq):
+        keep = _segmented_first_min(group, ROW[order, int(np.flatnonzero(tab.ineq)[0])])
+    else:
+        keep = np.concatenate([[True], group[1:] != group[:-1]])
+    return np.sort(order[keep])
+
+
+def _segmented_first_min(group: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """For items sorted by group (then by their objective), True where y is below every earlier y of the group."""
+    S = y.size
+    rank = np.empty(S, dtype=np.int64)
+    rank[np.argsort(y, kind="stable")] = np.arange(S)
+    # ranks shifted down by S per group: the running minimum then restarts at each group's first item
+    w = rank - group.astype(np.int64) * S
+    prev = np.concatenate([[np.iinfo(np.int64).max], np.minimum.accumulate(w)[:-1]])
+    return w < prev
+
+
+def dynamic_programme(tab: CoreTable, cut, max_states, deadline, dominance: bool,
+                      work_limit=None) -> Survivors | None:
+    """The dynamic programme over the free strata of ``tab``: None when more than ``max_states`` partial designs
+    survive a stratum (4·max_states before dominance), more than ``work_limit`` have been kept over all
+    strata, or the deadline passes; else the survivors (empty when nothing is within the budget)."""
+    linked = tab.dt_all is not None
+    eq_cols = np.flatnonzero(~tab.ineq)
+    S_t = np.zeros(1, dtype=np.int64) if linked else None
+    S_r, S_row, S_abs = np.zeros(1), tab.rows0[None, :].copy(), tab.abs0[None, tab.signed].copy()
+    trail, peak, work = [], 1, 0
+    for t in range(tab.free.size):
+        s0, nv = tab.starts[t], tab.starts[t + 1] - tab.starts[t]
+        out = expand(tab, t, S_r, S_row, cut, max_states * (4 if dominance else 1))
+        if out is None:
+            return None
+        idx_all, R, ROW = out
+        TOT = S_t[idx_all // nv] + tab.dt_all[s0 + idx_all % nv] if linked else None
+        sel = np.arange(idx_all.size)
+        if dominance and idx_all.size > 1:
+            keys = TOT[:, None] if linked else ROW[:, eq_cols]
+            sel = _undominated(tab, R, ROW, keys)
+        idx = idx_all[sel]
+        work += idx.size
+        if idx.size > max_states or (work_limit is not None and work > work_limit) \
+                or (deadline is not None and deadline.passed()):
+            return None
+        peak = max(peak, idx.size)
+        trail.append(idx.astype(np.int32) if idx.size and idx[-1] < 2 ** 31 else idx)
+        S_r, S_row = R[sel], ROW[sel]
+        S_t = TOT[sel] if linked else None
+        if tab.signed.size:
+            S_abs = S_abs[idx // nv] + tab.dabs_all[s0 + idx % nv][:, tab.signed]
+        if idx.size == 0:
+            break
+    return Survivors(S_r, S_row, S_abs, S_t, trail, peak)
+
+
+def final_test(tab: CoreTable, s: Survivors):
+    """feasible()'s test on the survivors (relative violation ≤ FEAS_TOL of max(|rhs|, Σ|terms|), per row) and
+    each one's excess f − LB (reduced costs plus the inequality rows' slack at λ)."""
+    scale_rows = s.S_row.copy()
+    scale_rows[:, tab.signed] = s.S_abs
+    lim = FEAS_TOL * np.maximum(np.abs(tab.rhs), np.maximum(scale_rows, 1e-300))
+    feas = np.all(np.where(tab.ineq, s.S_row - tab.rhs <= lim, np.abs(s.S_row - tab.rhs) <= lim), axis=1)
+    return feas, s.S_r + (tab.rhs - s.S_row) @ tab.lam_in
+
+
+def trace(tab: CoreTable, s: Survivors, p: int):
+    """The free strata and their values in survivor p (expanded index = parent position × values + choice)."""
+    strata, values = [], []
+    for t in range(tab.free.size - 1, -1, -1):
+        e = int(s.trail[t][p])
+        p = e // int(tab.sizes[t])
+        strata.append(tab.free[t])
+        values.append(tab.v[tab.starts[t] + e % int(tab.sizes[t])])
+    return strata, values
+
+
+def enumerate_core(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, max_states, deadline=None) -> CoreResult | None:
+    """Every design of the core whose objective is within ``budget`` of the Lagrangian bound (module
+    docstring). None when more than ``max_states`` partial designs survive (or 4·max_states have been kept
+    over all strata, or the deadline passes)."""
+    tab = tabulate(prog, Om, ell, lam, n_lam, r_lo, r_hi)
+    dominance = int(np.sum(tab.ineq)) <= 1
+    # a design feasible within the tolerance may have slacks down to −tol: its f − LB can fall below
+    # Σ r + λ·slack by λ·tol, so the budget test allows that much more
+    cut = budget + float(tab.lam_in @ tab.tol)
+    s = dynamic_programme(tab, cut, max_states, deadline, dominance, work_limit=4 * max_states)
+    if s is None:
+        return None
+    if s.S_r.size == 0:
+        return CoreResult(None, math.inf, s.peak)
+    feas, excess = final_test(tab, s)
+    excess = np.where(feas, excess, math.inf)
+    best_excess = float(np.min(excess)) if excess.size else math.inf
+    for p in np.argsort(excess, kind="stable")[:20]:
+        if not math.isfinite(excess[p]):
+            break
+        n = n_lam.copy()
+        for i, val in zip(*trace(tab, s, int(p))):
+            n[i] = val
+        if feasible(prog, n):
+            return CoreResult(n, best_excess, s.peak)
+    return CoreResult(None, best_excess, s.peak)

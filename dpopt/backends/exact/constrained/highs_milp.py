@@ -1,0 +1,104 @@
+"""HiGHS on a :class:`~dpopt.formulations.separable.SecantMILP`: the model writer, the MILP solve of a core (or
+of a window, without convexity) and the secant LP whose row duals are the best multipliers."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ....formulations.separable import secant_milp
+from ..._output import new_highs
+from ..._status import status_of
+
+
+@dataclass(frozen=True)
+class MilpResult:
+    """HiGHS's answer: ``status`` "optimal", "infeasible", "time_limit" or "other"; the integer point ``n``
+    (None without a feasible one), its objective, HiGHS's dual bound (−inf unless optimal or at the time
+    limit) and HiGHS's own status text."""
+    status: str
+    n: np.ndarray | None
+    objective: float
+    bound: float
+    text: str
+
+
+def highs_model(milp, integer: bool = True, verbose: bool = False):
+    """A HiGHS instance holding a SecantMILP (its LP relaxation when ``integer`` is False)."""
+    import highspy
+
+    h = new_highs(verbose)
+    # rows hold to 1e-9 (dpopt's own feasibility test is 1e-9 relative)
+    h.setOptionValue("primal_feasibility_tolerance", 1e-9)
+    h.setOptionValue("mip_feasibility_tolerance", 1e-9)
+    ncol = milp.c.size
+    R, C, Vv, rlo, rhi = milp.to_coo()
+    order = np.lexsort((R, C))
+    R, C, Vv = R[order], C[order], Vv[order]
+    start = np.searchsorted(C, np.arange(ncol + 1))
+    inf = h.getInfinity()
+    lp = highspy.HighsLp()
+    lp.num_col_ = ncol
+    lp.num_row_ = rlo.size
+    lp.col_cost_ = milp.c
+    lp.col_lower_ = np.where(np.isfinite(milp.col_lo), milp.col_lo, -inf)
+    lp.col_upper_ = np.where(np.isfinite(milp.col_hi), milp.col_hi, inf)
+    lp.row_lower_ = np.where(np.isfinite(rlo), rlo, -inf)
+    lp.row_upper_ = np.where(np.isfinite(rhi), rhi, inf)
+    lp.offset_ = milp.offset
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = start
+    lp.a_matrix_.index_ = R
+    lp.a_matrix_.value_ = Vv
+    if integer:
+        lp.integrality_ = ([highspy.HighsVarType.kInteger] * milp.k
+                           + [highspy.HighsVarType.kContinuous] * (ncol - milp.k))
+    h.passModel(lp)
+    return h
+
+
+def highs_solve(milp, rel_gap, abs_gap, time_limit, verbose=False, start=None) -> MilpResult:
+    """Solve a SecantMILP with HiGHS, from the integer point ``start`` when given (HiGHS completes the
+    epigraph columns)."""
+    import highspy
+
+    h = highs_model(milp, True, verbose)
+    h.setOptionValue("mip_rel_gap", float(rel_gap))
+    h.setOptionValue("mip_abs_gap", float(abs_gap))
+    if time_limit is not None:
+        h.setOptionValue("time_limit", max(float(time_limit), 1e-3))
+    if start is not None:
+        h.setSolution(milp.k, np.arange(milp.k, dtype=np.int32), np.asarray(start, dtype=float))
+    h.run()
+    st = h.getModelStatus()
+    info = h.getInfo()
+    name = status_of("highs", st).value     # the one HiGHS map (backends/_status.py)
+    n = None
+    if info.primal_solution_status == 2 or name == "optimal":   # 2 = feasible
+        col = np.asarray(h.getSolution().col_value[:milp.k])
+        n = np.round(col).astype(np.int64)
+    bound = info.mip_dual_bound * milp.obj_scale if name in ("optimal", "time_limit") else -math.inf
+    if not math.isfinite(bound):
+        bound = -math.inf
+    return MilpResult(name, n, info.objective_function_value * milp.obj_scale, bound, h.modelStatusToString(st))
+
+
+def lp_multipliers(prog, lo, hi, anchor, scale, time_limit):
+    """Row multipliers of the secant LP on ``lo..hi``: the LP is the convex hull of the integer problem there,
+    so its duals maximise the integer Lagrangian dual whenever the range holds its minimisers (any λ gives a
+    valid bound, so a smaller range only weakens it). None when the LP fails."""
+    import highspy
+
+    milp = secant_milp(prog, lo, hi, anchor=anchor, obj_scale=scale * 1e-6)
+    h = highs_model(milp, False)
+    if time_limit is not None:
+        h.setOptionValue("time_limit", max(float(time_limit), 1e-3))
+    h.run()
+    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal or not prog.m:
+        return None
+    y = np.asarray(h.getSolution().row_dual)[milp.con_rows]
+    lam = -y * milp.obj_scale / milp.con_units
+    lam = np.where(prog.inequality(), np.maximum(lam, 0.0), lam)
+    return lam if np.all(np.isfinite(lam)) else None

@@ -1,0 +1,147 @@
+"""The core enumeration for groups of strata linked only by the total (e.g. one precision target per domain
+with a fixed total): since f(n) − LB = Σ_groups (Σ r_i + λ·slack), each ≥ 0, the groups are enumerated one by
+one (:mod:`.cores`, each with the dominance a single row allows, which the joint enumeration loses with
+several inequality rows) and joined by a min-plus convolution over the total."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ....formulations.separable import SeparableProgram
+from .checks import FEAS_TOL, feasible
+from .cores import CoreResult, dynamic_programme, final_test, tabulate, trace
+
+
+@dataclass(frozen=True)
+class GroupTable:
+    """A group's enumeration: per reachable linking-row value ``totals`` the least ``excess`` of a design meeting
+    the group's rows, ``design(j)`` the group's values for entry j, and the most partial designs kept."""
+    totals: np.ndarray
+    excess: np.ndarray
+    design: Callable[[int], np.ndarray] | None
+    peak: int
+
+
+def linked_groups(prog: SeparableProgram):
+    """``(link, groups)`` when the rows are one linear equality with integer coefficients (the fixed total,
+    row ``link``) plus at least two inequality rows that, without it, fall into at least two blocks on
+    disjoint strata (e.g. one precision target per domain); ``groups`` = [(positions, row indices)], the
+    strata in no other row forming one group without rows. Else None (the plain core enumeration runs)."""
+    eq = [l for l, r in enumerate(prog.rows) if r.sense == "=="]
+    if len(eq) != 1:
+        return None
+    link = eq[0]
+    r = prog.rows[link]
+    if r.W is not None or r.a is None or not (np.all(np.isfinite(r.a)) and np.all(r.a == np.round(r.a))
+                                              and np.all(np.abs(r.a) < 2 ** 31) and r.rhs == round(r.rhs)):
+        return None
+    others = [l for l in range(prog.m) if l != link]
+    if len(others) < 2:
+        return None
+    blocks = prog.subprogram(np.arange(prog.k), [prog.rows[l] for l in others]).components()
+    if len(blocks) < 2:
+        return None
+    groups = [(pos, [others[j] for j in rows]) for pos, rows in blocks]
+    covered = np.zeros(prog.k, dtype=bool)
+    for pos, _ in groups:
+        covered[pos] = True
+    if not covered.all():
+        groups.append((np.flatnonzero(~covered), []))
+    return link, groups
+
+
+def enumerate_group(prog, Om, ell, lam, n_lam, r_lo, r_hi, cut, pos, rows, link, max_states,
+                    deadline) -> GroupTable | None:
+    """Every completion of one group (strata ``pos`` with rows ``rows``) whose excess over the Lagrangian
+    bound is within ``cut``, by dynamic programming over its free strata with dominance: among partial
+    designs with the same linking-row value, one with no larger objective and no larger row value (≤ 1
+    inequality row) wins. None at the state limit or the deadline."""
+    a = prog.rows[link].a
+    tab = tabulate(prog, Om, ell, lam, n_lam, r_lo, r_hi, pos=pos, rows=rows, link_a=a)
+    dominance = int(np.sum(tab.ineq)) <= 1 and not np.any(~tab.ineq)
+    s = dynamic_programme(tab, cut, max_states, deadline, dominance)
+    if s is None:
+        return None
+    feas, excess = final_test(tab, s)
+    keep = np.flatnonzero(feas)
+    if keep.size == 0:
+        return GroupTable(np.zeros(0, dtype=np.int64), np.zeros(0), None, s.peak)
+    order = np.lexsort((excess[keep], s.S_t[keep]))
+    first = np.concatenate([[True], s.S_t[keep][order][1:] != s.S_t[keep][order][:-1]])
+    best = keep[order[first]]
+
+    def design(j):
+        out = n_lam[pos].copy()
+        strata, values = trace(tab, s, int(best[j]))
+        for i, val in zip(strata, values):
+            out[np.searchsorted(pos, i)] = val
+        return out
+
+    tot0 = int(np.sum(a[pos] * n_lam[pos]))
+    return GroupTable(tot0 + s.S_t[best], excess[best], design, s.peak)
+
+
+def enumerate_linked(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, max_states, deadline,
+                     linked) -> CoreResult | None:
+    """:func:`.cores.enumerate_core` for groups of strata linked only by the total (:func:`linked_groups`),
+    group by group and joined over the total. Same returns as :func:`.cores.enumerate_core`."""
+    link, groups = linked
+    ineq = prog.inequality()
+    lam_in = np.where(ineq, lam, 0.0)
+    tol_all = 2 * FEAS_TOL * prog.row_scale(n_lam.astype(float))
+    cut = budget + float(lam_in @ tol_all)
+    tables, peak = [], 1
+    for pos, rows in groups:
+        res = enumerate_group(prog, Om, ell, lam, n_lam, r_lo, r_hi, cut, pos, rows, link, max_states, deadline)
+        if res is None:
+            return None
+        peak = max(peak, res.peak)
+        if res.totals.size == 0:
+            return CoreResult(None, math.inf, peak)
+        tables.append(res)
+    joined = _join(tables, int(round(prog.rows[link].rhs)))
+    if joined is None:
+        return CoreResult(None, math.inf, peak)
+    best_excess, picks = joined
+    n = n_lam.copy()
+    for (pos, _), table, j in zip(groups, tables, picks):
+        n[pos] = table.design(j)
+    return CoreResult(n if feasible(prog, n) else None, best_excess, peak)
+
+
+def _join(tables: list[GroupTable], total: int):
+    """Min-plus convolution of the groups' tables over the total (dense on each group's range of totals): the
+    least summed excess of designs with the linking row at ``total`` and the entry picked per group, or None."""
+    lo_t = 0
+    acc = np.zeros(1)
+    choices = []
+    for tab in tables:
+        t_min, t_max = int(tab.totals.min()), int(tab.totals.max())
+        dense = np.full(t_max - t_min + 1, math.inf)
+        dense[tab.totals - t_min] = tab.excess
+        where = np.full(dense.size, -1)
+        where[tab.totals - t_min] = np.arange(tab.totals.size)
+        out = np.full(acc.size + dense.size - 1, math.inf)
+        arg = np.full(out.size, -1, dtype=np.int64)
+        for s in np.flatnonzero(np.isfinite(dense)):
+            cand = acc + dense[s]
+            seg = out[s:s + acc.size]
+            better = cand < seg
+            seg[better] = cand[better]
+            arg[s:s + acc.size][better] = s
+        choices.append((arg, where))
+        acc, lo_t = out, lo_t + t_min
+    j = total - lo_t
+    if not (0 <= j < acc.size) or not math.isfinite(acc[j]):
+        return None
+    best = float(acc[j])
+    picks = []
+    for arg, where in choices[::-1]:
+        s = int(arg[j])
+        picks.append(int(where[s]))
+        j -= s
+    return best, picks[::-1]
