@@ -64,6 +64,8 @@ def solve_constrained(model, rel_gap: float = DEFAULT_REL_GAP, time_limit: float
         groups = domain_structure(prog)
         if groups is not None:
             sol = _solve_by_domains(model, prog, groups, rel_gap, deadline)
+            if sol is not None and sol.status == Status.INFEASIBLE:
+                return _infeasible(model, sol.message.removeprefix("infeasible: "))
             if sol is not None:
                 return sol
     parts = _parts(prog)
@@ -74,7 +76,7 @@ def solve_constrained(model, rel_gap: float = DEFAULT_REL_GAP, time_limit: float
 
     results = _solve_parts(parts, run, deadline, gap_b)
     if isinstance(results, str):
-        return Solution(status=Status.INFEASIBLE, message=f"infeasible: {results}")
+        return _infeasible(model, results)
     joined = _join(prog, parts, results)
     if not joined.found:
         return _unfound(joined, deadline)
@@ -247,10 +249,21 @@ def relax_constrained(model, rel_gap: float = DEFAULT_REL_GAP, time_limit: float
     return _finish_relaxation(model, prog, solve_dual(prog, deadline, time_share=1.0), rel_gap, deadline)
 
 
+def _infeasible(model, reason: str) -> Solution:
+    """Status infeasible, said in the user's terms when the conflict is between the precision targets and the
+    total or the cost budget (:mod:`.diagnose`); the solver's own reason is kept in details["reason"]."""
+    from .diagnose import explain
+
+    why = explain(model)
+    sol = Solution(status=Status.INFEASIBLE, message=f"infeasible: {why or reason}")
+    sol.details["reason"] = reason
+    return sol
+
+
 def _finish_relaxation(model, prog, res: DualResult, rel_gap, deadline):
     if res.infeasible:
-        return Solution(status=Status.INFEASIBLE, message="the continuous relaxation has no point: the "
-                        "Lagrangian dual exceeds the objective's maximum over the bounds")
+        return _infeasible(model, "the continuous relaxation has no point: the Lagrangian dual exceeds the "
+                                  "objective's maximum over the bounds")
     x = res.x
     viol = prog.violation(x)
     obj, _ = prog.evaluate(x)

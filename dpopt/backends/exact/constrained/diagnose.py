@@ -1,0 +1,77 @@
+"""Why a constrained design is infeasible, in the user's terms: which requirements conflict, and the least
+cost or sample size they need (docs/constrained.md).
+
+An infeasible design usually means its precision targets ask for more than its fixed total or its cost
+budget allows. Each requirement is a continuous relaxation solved by this backend: the least cost (or the
+least total sample) over designs within the bounds that meet the targets, a lower bound for every integer
+design. A bound above the budget (or the total) proves the conflict, and the message names the targets:
+each alone first, then all of them together.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from ....numerics import fill_cheapest
+
+_COST_BUDGET = "cost budget"
+
+
+def _least(design, cost, targets) -> float | None:
+    """The least Σ cost·n over designs within the bounds meeting ``targets`` (and the design's linear rows
+    other than its cost budget), by the continuous relaxation; None when it has no point or fails."""
+    from ....models.min_cost import MinCostDesign
+    from .solve import relax_constrained
+
+    d = copy.copy(design)
+    d.constraints = [c for c in design.constraints if c.name != _COST_BUDGET]
+    d.precision_targets = list(targets)          # MinCostDesign takes the design's targets as its own
+    m = MinCostDesign(d, cost)
+    sol = relax_constrained(m, time_limit=5.0)
+    if not sol.ok:
+        return None
+    lb = sol.details.get("lower_bound", sol.objective)
+    return float(min(lb, sol.objective))
+
+
+def _names(targets) -> str:
+    return " and ".join(repr(t.name) for t in targets)
+
+
+def explain(model) -> str | None:
+    """One or two sentences naming the conflicting requirements of a stratified or min-cost design, or None
+    when no conflict between its targets, its total and its cost budget is found."""
+    from ....models.min_cost import MinCostDesign
+
+    design = model.design if isinstance(model, MinCostDesign) else model
+    targets = list(model.precision_targets)
+    budget = next((float(c.b[0]) for c in design.constraints if c.name == _COST_BUDGET), None)
+    fixed_total = not isinstance(model, MinCostDesign)
+    if fixed_total and budget is not None:
+        # the fixed total alone costs at least the cheapest strata filled first (the continuous knapsack)
+        least = float(design.cost @ fill_cheapest(design.cost, design.lower, design.upper, design.total))
+        if least > budget * (1 + 1e-9):
+            return (f"a total sample of {design.total} costs at least {least:.6g} (the cheapest strata first, "
+                    f"within the bounds); the budget is {budget:.6g}")
+    if not targets:
+        return None
+    out = []
+    for cost, limit, what, unit in ((None, design.total, "a total sample", "the design's total is"),
+                                    (design.cost, budget, "a cost", "the budget is")):
+        if limit is None or (cost is None and not fixed_total):
+            continue
+        c = np.ones(design.k) if cost is None else np.asarray(cost, dtype=float)
+        alone = [(t, _least(design, c, [t])) for t in targets]
+        over = [t for t, need in alone if need is not None and need > limit * (1 + 1e-9)]
+        if over:
+            needs = max(need for t, need in alone if t in over)
+            out.append(f"the precision target(s) {_names(over)} need {what} of at least {needs:.6g}; {unit} "
+                       f"{limit:.6g}")
+            continue
+        together = _least(design, c, targets)
+        if together is not None and together > limit * (1 + 1e-9):
+            out.append(f"the precision targets {_names(targets)} together need {what} of at least "
+                       f"{together:.6g}; {unit} {limit:.6g}")
+    return "; ".join(out) + " (continuous bounds: no integer design does better)" if out else None
