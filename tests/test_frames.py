@@ -288,3 +288,19 @@ def test_domains_as_a_mapping_or_a_frame_column():
         dpopt.StratifiedDesign.from_frame(bad, "state", "y", 6, 1.0, domains="region")
     with pytest.raises(ValueError, match="'regio' is not a column"):
         dpopt.StratifiedDesign.from_frame(frame, "state", "y", 6, 1.0, domains="regio")
+
+
+def test_permanent_random_numbers_are_the_documented_keyed_blake2b():
+    """Each unit's number is BLAKE2b(str(id), key, 8 bytes, person 'dpopt-prn') read big-endian, for row
+    numbers, text ids and mixed ids alike (the oracle is hashlib, one id at a time)."""
+    import hashlib
+
+    from dpopt.sampling import _numbers
+
+    key = sample_key("a long secret")
+    for ids in (np.arange(500), np.array([f"id{i}" for i in range(300)], dtype=object),
+                np.array([7, "x", 3.5, "ü"], dtype=object), np.arange(0)):
+        want = [int.from_bytes(hashlib.blake2b(str(u).encode(), key=key, digest_size=8,
+                                               person=b"dpopt-prn").digest(), "big") for u in ids]
+        got = _numbers(key, ids)
+        assert got.dtype == np.uint64 and [int(x) for x in got] == want
