@@ -7,6 +7,8 @@ families); ``stratified``, ``hierarchy``, ``sample_size`` and ``importance`` hol
 
 from .modelfile import ModelFileError, families, from_dict, load, read, register_family, resolve_path
 from .writer import save, to_toml
+# the built-in family loaders and reports register themselves on import (modelfile never imports them)
+from . import hierarchy, importance, report, sample_size, stratified  # noqa: E402,F401
 
 __all__ = ["ModelFileError", "families", "from_dict", "load", "read", "register_family", "resolve_path", "save",
            "to_toml"]
