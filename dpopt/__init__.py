@@ -17,7 +17,7 @@ from .privacy.truncated_laplace import truncated_laplace_moments
 from .models.importance import (ImportanceSampling, amplified_loss, bisect_optimal_weights, calibrate_epsilon,
                                 calibrate_noise_scale, coreset_probabilities, linear_optimal_weights,
                                 uniform_probabilities)
-from .models.min_cost import MinCostDesign
+from .models.stratified import MinCostDesign
 from .models.sample_size import (SampleSizeProgram, epsilon_for_noise_ratio, no_gain_bound, noise_ratio, q_bound, rate_for_q_bound)
 from .models.sample_size_study import SampleSizeStudy
 from .registry import available_backends

@@ -171,7 +171,8 @@ def _number(text, what):
 
 
 def run_design(args) -> int:
-    from .frames import read_csv, stratified_design_from_frame
+    from .frames import read_csv
+    from .models.stratified import StratifiedDesign
 
     frame = read_csv(args.frame, name="frame")
     pilot = read_csv(args.pilot, name="pilot") if args.pilot else None
@@ -185,7 +186,7 @@ def run_design(args) -> int:
         options["min_per_stratum"] = args.min_per_stratum
     if args.domains is not None:
         options["domains"] = args.domains
-    model = stratified_design_from_frame(frame, args.strata, y, args.total, args.epsilon, pilot=pilot, **options)
+    model = StratifiedDesign.from_frame(frame, args.strata, y, args.total, args.epsilon, pilot=pilot, **options)
     _add_cost_and_targets(model, frame, args)
     columns = {"strata": args.strata, "y": y}
     if args.id is not None:

@@ -1,14 +1,13 @@
-"""Data frames in and out: stratified designs and hierarchies from a sampling frame, tables back out.
+"""Data frames in and out: reading a sampling frame column by column, tables back out.
 
 A *frame* is a pandas DataFrame, a polars DataFrame, a mapping ``{column: sequence}`` or (for
 :func:`read_csv`) a CSV file. Neither pandas nor polars is required: frames are read column by
 column into numpy arrays, and every error names the column (and the stratum or row) at fault.
 
-* :func:`stratified_design_from_frame` (``StratifiedDesign.from_frame``): N_h are the frame's stratum
-  counts; S_h² the unbiased (ddof = 1) variances of the study variable(s), from the frame or from a
-  pilot sample frame.
-* :func:`hierarchy_from_frame` (``Hierarchy.from_frame``): a tree of counts by nested geography
-  columns (each row one unit, or a count column).
+* :class:`Frame`, :func:`read_csv`, :func:`parse_number`, :func:`is_missing`: one reading of columns,
+  numbers and missing values; :func:`stratum_moments`: N_h and the unbiased (ddof = 1) S_h² of the study
+  variable(s) per stratum. The models build on these (``StratifiedDesign.from_frame``,
+  ``Hierarchy.from_frame``); this module imports no model.
 * :func:`design_table` / :func:`to_pandas`: per-stratum results back as a DataFrame with the labels.
 
 **Privacy note.** A design computed from the confidential values themselves (S_h² from the frame's y)
@@ -28,8 +27,8 @@ import numpy as np
 
 from . import _validate as V
 
-__all__ = ["Frame", "read_csv", "stratified_design_from_frame", "hierarchy_from_frame", "design_table",
-           "to_pandas"]
+__all__ = ["Frame", "read_csv", "is_missing", "parse_number", "stratum_moments", "check_integer_values",
+           "design_table", "to_pandas"]
 
 
 # ---------------------------------------------------------------------------------- reading frames
@@ -219,7 +218,7 @@ def _label(v) -> str:
     return str(v)
 
 
-# ---------------------------------------------------------------------------------- stratified designs
+# ---------------------------------------------------------------------------------- strata
 def stratum_moments(frame, strata, y, *, name: str = "frame", min_units: int = 1, clamp=None):
     """(labels, N_h, S_h² as k×J, values as n×J, codes) of a frame; S_h² uses ddof = 1 (nan below 2 units).
 
@@ -284,125 +283,6 @@ def _stratum_column(fr, strata, labels, column: str, field: str) -> dict:
                              f"{vnames[seen[0]]!r} and {vnames[seen[1]]!r}); {field} must give one value per stratum")
         out[lab] = vnames[seen[0]]
     return {lab: out[lab] for lab in labels}
-
-
-def stratified_design_from_frame(frame, strata: str, y, total, epsilon, *, pilot=None, **options):
-    """A :class:`~dpopt.models.stratified.StratifiedDesign` from a sampling frame.
-
-    ``N_h`` are the frame's stratum counts, labelled by the values of ``strata`` (sorted). ``S_h²`` is the
-    unbiased variance of ``y`` (one column, or a list of columns for several study variables) in each
-    stratum, of the values clamped to ``value_range`` when one is given (the release clamps responses to
-    it, so that is the variance of what is released), from the frame itself or from ``pilot`` (a frame with the same ``strata`` and ``y`` columns:
-    a pilot sample or public data; every stratum needs at least 2 pilot units). Other keyword options
-    (mechanism, objective, value_range, lower, upper, min_per_stratum, shares, ...) go to the design.
-
-    With an integer-data mechanism (``"dlap"``, ``"tulap"``) the y values must be integers (see
-    :func:`check_integer_values`).
-    """
-    from .models.stratified import StratifiedDesign
-
-    ys = _y_columns(y)
-    fr = Frame(frame, "frame")
-    vr = options.get("value_range")
-    # the release clamps every response to value_range, so S_h² is the variance of the clamped values: one
-    # outlier in an unclamped pilot can multiply a stratum's S_h² and pull the allocation towards it
-    clamp = None if vr is None else tuple(float(v) for v in V.vector("value_range", vr, length=2))
-    if pilot is None:
-        labels, N, S2, Y, _ = stratum_moments(fr, strata, ys, name="frame", min_units=2, clamp=clamp)
-        design_values = Y
-        src = "frame"
-    else:
-        labels, N, _, _, _ = stratum_moments(fr, strata, [], name="frame", min_units=1)
-        pf = Frame(pilot, "pilot")
-        plabels, pcounts, S2p, Y, _ = stratum_moments(pf, strata, ys, name="pilot", min_units=2, clamp=clamp)
-        missing = [lab for lab in labels if lab not in plabels]
-        if missing:
-            raise ValueError(f"pilot strata column {strata!r} has no units in stratum "
-                             f"{missing[0]!r} (every stratum of the frame needs at least 2 pilot units)")
-        extra = [lab for lab in plabels if lab not in labels]
-        if extra:
-            raise ValueError(f"pilot strata column {strata!r} has stratum {extra[0]!r}, which the frame does not have")
-        S2 = S2p[[plabels.index(lab) for lab in labels]]
-        design_values = Y
-        src = "pilot"
-    from .privacy.mechanisms import get_mechanism
-    mech = get_mechanism(options.get("mechanism", "laplace"))    # raises naming the field, as the design would
-    if mech.integer_data:
-        for j, c in enumerate(ys):
-            check_integer_values(design_values[:, j], c, mech.name, where=src)
-    if clamp is not None:
-        lo, hi = clamp
-        for j, c in enumerate(ys):
-            col = design_values[:, j]
-            if np.any(col < lo) or np.any(col > hi):
-                import warnings
-                warnings.warn(f"{src} column {c!r} has values outside value_range ({lo:g}, {hi:g}); the release "
-                              "clamps responses to that range, which biases the estimate (S_h^2 is that of the "
-                              "clamped values, as released)", stacklevel=3)
-    if "labels" in options:
-        raise TypeError("labels come from the strata column in from_frame; do not pass labels=")
-    if isinstance(options.get("domains"), str):
-        options["domains"] = _stratum_column(fr, strata, labels, options["domains"], "domains")
-    options.setdefault("variables", ys)
-    sigma2 = S2[:, 0] if len(ys) == 1 else S2
-    model = StratifiedDesign(N=N, sigma2=sigma2, total=total, epsilon=epsilon, labels=labels, **options)
-    # what the frame columns were: the release reads the same columns (dpopt release / release_stratified)
-    model.frame_columns = {"strata": str(strata), "y": ys if len(ys) > 1 else ys[0], "sigma2_from": src,
-                           "sigma2_clamped_to": clamp}
-    return model
-
-
-# ---------------------------------------------------------------------------------- hierarchies
-def hierarchy_from_frame(frame, levels, *, count: str | None = None, root: str | None = "Total", **kw):
-    """A :class:`~dpopt.models.tree.Hierarchy` of counts by nested geography columns.
-
-    ``levels`` lists the columns from the coarsest down (e.g. ``["state", "county", "tract"]``). Each row is
-    one unit, or carries its count in ``count``. A node is identified by its whole path, so two counties of
-    the same name in different states are different nodes; its label is its own value (the path joined
-    with "/" when the value repeats within the level). ``root`` adds a root node over the first level
-    (None: the first level is the top). Rows whose value of a column nests under two different parents
-    cannot happen by construction (the path is the node); NaN or empty values raise naming the column.
-    """
-    from .models.tree import Hierarchy
-
-    fr = Frame(frame, "frame")
-    if isinstance(levels, str) or not isinstance(levels, Sequence) or not levels:
-        raise TypeError(f"levels must be a non-empty list of column names (coarsest first), got {levels!r}")
-    if len(set(levels)) != len(levels):
-        raise ValueError(f"levels names a column twice: {list(levels)!r}")
-    cols = [fr.labels(c, "level") for c in levels]
-    weights = np.ones(fr.nrows) if count is None else fr.numeric(count, "count")
-    if np.any(weights < 0):
-        i = int(np.argmax(weights < 0))
-        raise ValueError(f"frame count column {count!r} must be >= 0; row {i} has {weights[i]:g}")
-    if fr.nrows == 0:
-        raise ValueError("frame has no rows")
-    counts, parents, ids = [], [None], []
-    if root is not None:
-        counts.append([float(math.fsum(weights))])
-        ids.append([str(root)])
-    paths_prev = None
-    for depth, (names, codes) in enumerate(cols):
-        # node = path of codes down to this level
-        key = np.column_stack([c for _, c in cols[:depth + 1]])
-        paths, inverse = np.unique(key, axis=0, return_inverse=True)
-        inverse = inverse.ravel()
-        sums = np.bincount(inverse, weights=weights, minlength=len(paths))
-        own = [names[p[-1]] for p in paths]
-        repeated = {v for v in own if own.count(v) > 1}
-        label = ["/".join(cols[d][0][p[d]] for d in range(depth + 1)) if own[j] in repeated else own[j]
-                 for j, p in enumerate(paths)]
-        if depth == 0:
-            par = np.zeros(len(paths), dtype=np.int64) if root is not None else None
-        else:
-            lookup = {tuple(p): j for j, p in enumerate(paths_prev)}
-            par = np.array([lookup[tuple(p[:-1])] for p in paths], dtype=np.int64)
-        counts.append(sums.astype(float))
-        ids.append(label)
-        if depth > 0 or root is not None:
-            parents.append(par)
-        paths_prev = paths
-    return Hierarchy(counts, parents, ids, **kw)
 
 
 # ---------------------------------------------------------------------------------- results back out

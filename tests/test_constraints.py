@@ -5,8 +5,7 @@ import pytest
 
 import dpopt
 from dpopt.io import modelfile
-from dpopt.models.min_cost import MinCostDesign
-from dpopt.models.stratified import StratifiedDesign
+from dpopt.models.stratified import MinCostDesign, StratifiedDesign
 
 
 def _design(**kw):

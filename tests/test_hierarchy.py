@@ -9,7 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from dpopt.models.hierarchy import Hierarchy, HierarchyBudget, load_gapminder, toy_hierarchy, truncated_laplace_moments
+from dpopt.datasets import load_gapminder, toy_hierarchy
+from dpopt.models.hierarchy import Hierarchy, HierarchyBudget, truncated_laplace_moments
 from dpopt.io.modelfile import ModelFileError, from_dict
 from dpopt.simulate.hierarchy import _project_groups, release, simulate_hierarchy
 

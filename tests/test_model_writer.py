@@ -6,7 +6,7 @@ import pytest
 
 import dpopt
 from dpopt.io import load, save, to_toml
-from dpopt.models.min_cost import MinCostDesign
+from dpopt.models.stratified import MinCostDesign
 from dpopt.privacy import Laplace
 
 

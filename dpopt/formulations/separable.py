@@ -24,16 +24,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-SENSES = ("<=", "==")
+from .. import feasibility as _feas
+from ..feasibility import FEASIBILITY_TOL, SENSES, Row, used_columns  # noqa: F401  (one test, one tolerance)
+from ..models.stratified import MinCostDesign, StratifiedDesign
 
-#: The one feasibility tolerance of every stratified and min-cost model (docs/constrained.md, "Feasibility
-#: and safe bounds"). Row l of the program holds at n when
-#:     row_l(n) − rhs_l ≤ FEASIBILITY_TOL · scale_l(n)        (|row_l(n) − rhs_l| for equalities),
-#: scale_l(n) = max(|rhs_l|, Σ_i |term_il(n_i)|): relative to the magnitude of the numbers whose difference
-#: decides the row (for a precision target, the domain variance before the fpc constant is subtracted).
-#: :meth:`SeparableProgram.feasible` applies it; ``model.is_feasible``, both exact routes and the Pyomo,
-#: cvxpy and secant repairs call that function.
-FEASIBILITY_TOL = 1e-9
 #: Assumed relative error of one evaluated unit term, increment or product with a multiplier: a few dozen
 #: ulps (log1p/expm1/logaddexp and the mechanism's variance are each correct to a few ulps). Lower bounds
 #: subtract this times the magnitude of the numbers summed (plus the summation's own error) so that a bound
@@ -55,23 +49,6 @@ def safe_lower(parts, magnitude: float | None = None, extra_ops: int = 0) -> flo
 
 
 @dataclass
-class Row:
-    """``Σ W⊙t(n) + a·n (sense) rhs``; ``W`` is k×J (None: the row is linear), ``a`` length k (None: 0)."""
-
-    name: str
-    kind: str                      # "objective" | "total" | "linear" | "precision" | "variance"
-    W: np.ndarray | None
-    a: np.ndarray | None
-    rhs: float = 0.0
-    sense: str = "<="
-    target: object = None          # the PrecisionTarget / LinearConstraint it came from, for reports
-
-    @property
-    def linear(self) -> bool:
-        return self.W is None
-
-
-@dataclass
 class SeparableProgram:
     """A separable convex integer program over the model's unit terms (see the module docstring)."""
 
@@ -85,11 +62,7 @@ class SeparableProgram:
     strata: np.ndarray | None = None            # the model's strata this program covers (None: all, in order)
 
     def __post_init__(self):
-        used = np.zeros(self.model.J, dtype=bool)
-        for r in [self.objective, *self.rows]:
-            if r.W is not None:
-                used |= np.any(r.W != 0, axis=0)
-        self.columns = np.flatnonzero(used)
+        self.columns = used_columns([self.objective, *self.rows], self.model.J)
         self.lower = np.asarray(self.lower, dtype=np.int64)
         self.upper = np.asarray(self.upper, dtype=np.int64)
 
@@ -183,16 +156,8 @@ class SeparableProgram:
         return d1, d2
 
     # ------------------------------------------------------------------ rows
-    @staticmethod
-    def row_terms(row: Row, T: np.ndarray, x: np.ndarray, idx=None) -> np.ndarray:
-        """Per-stratum contribution of ``row`` given the unit-term matrix T at x."""
-        sl = slice(None) if idx is None else idx
-        out = np.zeros(x.size)
-        if row.W is not None:
-            out = out + np.sum(row.W[sl] * T, axis=1)
-        if row.a is not None:
-            out = out + row.a[sl] * x
-        return out
+    #: per-stratum contribution of a row given the unit-term matrix T at x (:func:`dpopt.feasibility.row_terms`)
+    row_terms = staticmethod(_feas.row_terms)
 
     def evaluate(self, x):
         """(objective value, row left-hand sides) at a real or integer point."""
@@ -205,31 +170,18 @@ class SeparableProgram:
     def row_scale(self, x) -> np.ndarray:
         """Magnitude of each row at x (for relative tolerances): max(|rhs|, Σ|terms|)."""
         x = np.asarray(x, dtype=float)
-        T = self.unit_matrix(x)
-        return np.array([max(abs(r.rhs), float(np.sum(np.abs(self.row_terms(r, T, x)))), 1e-300)
-                         for r in self.rows])
+        return _feas.row_scales(self.rows, self.unit_matrix(x), x)
 
     def violation(self, x) -> np.ndarray:
         """Relative violation per row (≤ 0 satisfied; equalities |.|)."""
-        _, lhs = self.evaluate(x)
-        scale = self.row_scale(x)
-        out = np.empty(self.m)
-        for l, r in enumerate(self.rows):
-            d = lhs[l] - r.rhs
-            out[l] = abs(d) if r.sense == "==" else d
-        return out / scale
+        x = np.asarray(x, dtype=float)
+        return _feas.violations(self.rows, self.unit_matrix(x), x)
 
     def feasible(self, n, tol: float = FEASIBILITY_TOL) -> bool:
-        """THE feasibility test (module constant FEASIBILITY_TOL): finite, within the bounds and every row's
-        relative violation (:meth:`violation`) ≤ ``tol``. Integer designs are always judged at the default."""
-        x = np.asarray(n, dtype=float)
-        if x.shape != (self.k,) or not np.all(np.isfinite(x)) or np.any(x < self.lower) or np.any(x > self.upper):
-            return False
-        if not self.m:
-            return True
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            v = self.violation(x)
-        return bool(np.all(v <= tol))
+        """THE feasibility test (:func:`dpopt.feasibility.feasible`, tolerance FEASIBILITY_TOL) on this program's
+        rows: finite, within the bounds and every row's relative violation (:meth:`violation`) ≤ ``tol``.
+        Integer designs are always judged at the default."""
+        return _feas.feasible(n, self.lower, self.upper, self.rows, self.unit_matrix, tol)
 
     def allowance(self) -> np.ndarray:
         """Per row, an upper bound on FEASIBILITY_TOL · scale_l(n) over every design the test accepts: the most
@@ -283,38 +235,15 @@ class SeparableProgram:
 
 # ---------------------------------------------------------------------------------- builders
 def program_of(model) -> SeparableProgram:
-    """The separable program of a StratifiedDesign or MinCostDesign (all rows, nothing dropped)."""
-    from ..models.min_cost import MinCostDesign
-    from ..models.stratified import StratifiedDesign
-
+    """The separable program of a StratifiedDesign or MinCostDesign (all rows, nothing dropped): the rows the
+    model declares (``model.program_rows()``) over the design's unit terms and bounds."""
     if isinstance(model, MinCostDesign):
         design = model.design
     elif isinstance(model, StratifiedDesign):
         design = model
     else:
         raise TypeError(f"no separable program for {type(model).__name__}")
-    k, J = design.k, design.J
-    objective_W = design.alpha2[:, None] * design.variable_weights[None, :]
-    rows: list[Row] = []
-    if isinstance(model, MinCostDesign):
-        objective = Row("cost", "objective", None, model.cost.astype(float))
-        const = 0.0
-        if model.variance_target is not None:
-            rows.append(Row("variance g(n)", "variance", objective_W, None, model.variance_budget, "<="))
-    else:
-        objective = Row("g(n)", "objective", objective_W, None)
-        const = design._fpc_const
-        rows.append(Row("total", "total", None, np.ones(k), float(design.total), "=="))
-    for con in model.constraints:
-        sign = -1.0 if con.sense == ">=" else 1.0
-        sense = "==" if con.sense == "==" else "<="
-        for r in range(con.A.shape[0]):
-            rows.append(Row(con.name if con.A.shape[0] == 1 else f"{con.name}[{r}]", "linear", None,
-                            sign * con.A[r].astype(float), sign * float(con.b[r]), sense, con))
-    for t in model.precision_targets:
-        W = np.zeros((k, J))
-        W[:, t.variable] = t.weights
-        rows.append(Row(t.name, "precision", W, None, t.bound + t.fpc_const, "<=", t))
+    objective, rows, const = model.program_rows()
     return SeparableProgram(design, design.lower, design.upper, objective, rows, const)
 
 

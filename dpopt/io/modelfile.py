@@ -2,7 +2,8 @@
 
 A file names its family (``family = "stratified"``) and gives that family's parameters; an optional
 ``[solve]`` table holds default backend options. Each family's loader (``dpopt/io/<family>.py``) registers
-itself with :func:`register_family`, so the CLI learns every family without knowing any of them.
+itself with :func:`register_family` when :mod:`dpopt.io` imports it, so neither this module nor the CLI knows
+any family (a third party's loader calls ``register_family`` itself).
 
 Files a model file names (``tree_csv``, ``[population] csv``, ...) are resolved by :func:`resolve_path`:
 relative to the model file's folder and only inside it, unless the caller of :func:`load` passes
@@ -58,20 +59,13 @@ def register_family(name: str):
 
 
 def families() -> list[str]:
-    _load_families()
     return sorted(_FAMILIES)
-
-
-def _load_families() -> None:
-    # the built-in loaders register themselves on import (a third party's call register_family directly)
-    from . import hierarchy, importance, sample_size, stratified  # noqa: F401
 
 
 def load(path, allow_outside: bool = False) -> tuple[Any, dict[str, Any]]:
     """Read a model file; return ``(model, solve_options)``. Errors are :class:`ModelFileError`.
 
     ``allow_outside``: let the file name data files outside its own folder (absolute paths, ``..``)."""
-    _load_families()
     path = Path(path)
     return from_dict(read(path), base=path.parent, source=str(path), allow_outside=allow_outside)
 
@@ -101,7 +95,6 @@ def read(path) -> dict[str, Any]:
 def from_dict(data: dict[str, Any], base: Path | str = ".", source: str = "<dict>", allow_outside: bool = False):
     """Build a model from an already parsed model-file dict (``base``: the folder its file names are relative
     to; ``allow_outside``: see :func:`load`)."""
-    _load_families()
     if not isinstance(data, dict):
         raise ModelFileError(f"{source}: a model file is a TOML table, got {type(data).__name__}")
     data = dict(data)

@@ -1,5 +1,7 @@
 """Plain-text reports of solutions (``model.report(solution)``, the CLI): one function per model family,
-chosen by :func:`report`. Reports live here, with the file formats, so the model modules hold only mathematics."""
+each registered with the models (:func:`~dpopt.models.base.register_report`), which :meth:`Model.report
+<dpopt.models.base.Model.report>` and :func:`report` look up. Reports live here, with the file formats, so the
+model modules hold only mathematics; ``import dpopt`` (through :mod:`dpopt.io`) registers them."""
 
 from __future__ import annotations
 
@@ -7,10 +9,10 @@ import numpy as np
 
 from ..models.hierarchy import HierarchyBudget
 from ..models.importance import ImportanceSampling, uniform_probabilities
-from ..models.min_cost import MinCostDesign
 from ..models.sample_size import SampleSizeProgram
 from ..models.sample_size_study import SampleSizeStudy
-from ..models.stratified import StratifiedDesign
+from ..models.stratified import MinCostDesign, StratifiedDesign
+from ..models.base import register_report, report  # noqa: F401  (report: the public entry point)
 from ..result import Solution
 
 
@@ -42,6 +44,7 @@ def header(model, solution: Solution) -> list[str]:
     return lines
 
 
+@register_report(StratifiedDesign)
 def stratified_report(model, solution: Solution) -> str:
     lines = header(model, solution)
     pt = solution.point
@@ -147,6 +150,7 @@ def _constraint_rows(cons, pt):
     return out
 
 
+@register_report(HierarchyBudget)
 def hierarchy_report(model, solution: Solution) -> str:
     lines = header(model, solution)
     if solution.x is None:
@@ -175,6 +179,7 @@ def hierarchy_report(model, solution: Solution) -> str:
     return "\n".join(lines)
 
 
+@register_report(MinCostDesign)
 def min_cost_report(model, solution: Solution) -> str:
     lines = header(model, solution)
     pt = solution.point
@@ -206,6 +211,7 @@ def min_cost_report(model, solution: Solution) -> str:
     return "\n".join(lines)
 
 
+@register_report(SampleSizeStudy)
 def sample_size_study_report(model, solution: Solution) -> str:
     lines = header(model, solution)
     d = solution.details
@@ -221,6 +227,7 @@ def sample_size_study_report(model, solution: Solution) -> str:
     return "\n".join(lines)
 
 
+@register_report(SampleSizeProgram)
 def sample_size_report(model, solution: Solution) -> str:
     lines = header(model, solution)
     if solution.point is None:
@@ -240,6 +247,7 @@ def sample_size_report(model, solution: Solution) -> str:
     return "\n".join(lines)
 
 
+@register_report(ImportanceSampling)
 def importance_report(model, solution: Solution) -> str:
     lines = header(model, solution)
     if solution.x is None:
@@ -259,25 +267,3 @@ def importance_report(model, solution: Solution) -> str:
     if solution.certificate is not None:
         lines.append(f"certificate         : {solution.certificate}")
     return "\n".join(lines)
-
-
-# model class -> report function; a third-party family registers its own with register_report
-_REPORTS = {StratifiedDesign: stratified_report, MinCostDesign: min_cost_report, HierarchyBudget: hierarchy_report,
-            SampleSizeProgram: sample_size_report, SampleSizeStudy: sample_size_study_report,
-            ImportanceSampling: importance_report}
-
-
-def register_report(model_cls: type):
-    """Decorator registering ``fn(model, solution) -> str`` as the report of ``model_cls`` (and subclasses)."""
-    def deco(fn):
-        _REPORTS[model_cls] = fn
-        return fn
-    return deco
-
-
-def report(model, solution: Solution) -> str:
-    """The plain-text report of ``solution`` for ``model``: its family's report, else the Solution's repr."""
-    for cls in type(model).__mro__:
-        if cls in _REPORTS:
-            return _REPORTS[cls](model, solution)
-    return repr(solution)

@@ -6,8 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _validate as V
-from ..models.min_cost import MinCostDesign
-from ..models.stratified import TARGET_KINDS, StratifiedDesign, _labels
+from ..models.stratified import MinCostDesign, StratifiedDesign, TARGET_KINDS, _labels
 from .modelfile import ModelFileError, register_family, take
 
 

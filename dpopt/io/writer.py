@@ -136,8 +136,7 @@ def _target_to_dict(design, t) -> dict[str, Any]:
 
 def model_to_dict(model) -> dict[str, Any]:
     """The model-file keys of a stratified or min-cost design."""
-    from ..models.min_cost import MinCostDesign
-    from ..models.stratified import StratifiedDesign
+    from ..models.stratified import MinCostDesign, StratifiedDesign
 
     if isinstance(model, StratifiedDesign):
         return design_to_dict(model)

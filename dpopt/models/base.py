@@ -2,8 +2,32 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 from .. import registry
+from ..feasibility import FEASIBILITY_TOL
 from ..result import Certificate, Solution, Status
+
+#: model class -> ``fn(model, solution) -> str``; filled by :mod:`dpopt.io.report` (imported by ``import dpopt``)
+#: and by third-party families through :func:`register_report`, so the models never import the reports
+_REPORTS: dict[type, Callable[..., str]] = {}
+
+
+def register_report(model_cls: type):
+    """Decorator registering ``fn(model, solution) -> str`` as the report of ``model_cls`` (and subclasses)."""
+    def deco(fn):
+        _REPORTS[model_cls] = fn
+        return fn
+    return deco
+
+
+def report(model, solution: Solution) -> str:
+    """The plain-text report of ``solution`` for ``model``: its family's registered report (looked up along the
+    class's MRO), else the Solution's repr."""
+    for cls in type(model).__mro__:
+        if cls in _REPORTS:
+            return _REPORTS[cls](model, solution)
+    return repr(solution)
 
 
 class Model:
@@ -42,8 +66,8 @@ class Model:
         raise NotImplementedError(f"{type(self).__name__} does not package solutions")
 
     def report(self, solution: Solution) -> str:
-        """Human-readable summary of a solution (used by the CLI); written by :mod:`dpopt.io.report`."""
-        from ..io.report import report      # reports live with the file formats, outside the mathematics
+        """Human-readable summary of a solution (used by the CLI): the report :mod:`dpopt.io.report` registered
+        for this family (:func:`register_report`), else the Solution's repr."""
         return report(self, solution)
 
 
@@ -67,7 +91,6 @@ def _refuse_bound_above_point(sol: Solution) -> None:
     """``optimal`` never rests on a lower bound above the point's own objective (a bound is made safe in
     floating point, docs/constrained.md; one above the point is a numerical failure, not a proof): demote it
     to ``feasible``. Allowed excess: FEASIBILITY_TOL relative to the objective."""
-    from ..formulations.separable import FEASIBILITY_TOL
     cert = sol.certificate
     lb = getattr(cert, "lower_bound", None) if cert is not None else None
     obj = sol.objective

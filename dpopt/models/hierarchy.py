@@ -315,12 +315,3 @@ class HierarchyBudget(Model):
         return honest_status(Solution(status=status, objective=objective, x=e, epsilon=e, certificate=cert,
                                       model=type(self).__name__, details=details, backend=backend,
                                       solver=solver, message=message), rel_gap)
-
-
-# =================================================================================== real data
-def __getattr__(name: str):
-    # the papers' trees moved to dpopt.datasets (no import at module level: datasets imports this module)
-    if name in ("toy_hierarchy", "load_gapminder"):
-        from .. import datasets
-        return getattr(datasets, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

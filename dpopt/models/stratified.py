@@ -8,12 +8,15 @@ where ``γ²(n_i)`` is the noise variance of the mechanism run at the nominal bu
 ``ε_i = log1p(expm1(ε)·N_i/n_i)`` that subsampling amplifies back to the central target ``ε``.
 
 The model only declares the problem and evaluates it (objective, gradient, Hessian diagonal, exact
-unit increments); solving is the business of the backends (``solve(backend=...)``).
+unit increments, its rows and whether a design meets them); solving is the business of the backends
+(``solve(backend=...)``). Its minimum-cost variant :class:`MinCostDesign` (``design.min_cost(...)``) lives here
+too, so that neither class imports the other's module.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -21,6 +24,8 @@ import numpy as np
 from scipy.special import expit
 
 from .. import _validate as V
+from .. import frames as F
+from ..feasibility import FEASIBILITY_TOL, Row, feasible, row_holds, used_columns
 from ..numerics import water_fill
 from ..privacy.amplification import log_expm1
 from ..privacy.mechanisms import Mechanism, get_mechanism
@@ -469,9 +474,8 @@ class StratifiedDesign(Model):
         ``variance_target`` bounds the objective g(n) itself; ``se``/``cv`` bound the standard error or
         coefficient of variation of the population-mean estimate (``cv`` needs ``mean``). The design's own
         precision targets and linear constraints are kept. Returns a new
-        :class:`~dpopt.models.min_cost.MinCostDesign`.
+        :class:`MinCostDesign`.
         """
-        from .min_cost import MinCostDesign
         return MinCostDesign(self, cost, variance_target, se=se, cv=cv, mean=mean)
 
     @property
@@ -764,15 +768,28 @@ class StratifiedDesign(Model):
 
     def is_feasible(self, n, tol: float | None = None) -> bool:
         """Does ``n`` meet the bounds, the total, the linear constraints and the precision targets? Decided by
-        the one feasibility test of every stratified model (:meth:`SeparableProgram.feasible
-        <dpopt.formulations.separable.SeparableProgram.feasible>`, relative tolerance
-        ``FEASIBILITY_TOL`` = 1e-9 of each row's magnitude; docs/constrained.md). ``tol`` loosens it only for
-        checks of a solver's *real* relaxation point; integer designs are judged at the default."""
-        from ..formulations.separable import FEASIBILITY_TOL, program_of
-        n = np.asarray(n)
-        if n.shape != (self.k,):
-            return False
-        return program_of(self).feasible(n, FEASIBILITY_TOL if tol is None else max(float(tol), FEASIBILITY_TOL))
+        the one feasibility test of every stratified model (:func:`dpopt.feasibility.feasible` on the rows of
+        :meth:`program_rows`, relative tolerance ``FEASIBILITY_TOL`` = 1e-9 of each row's magnitude;
+        docs/constrained.md). ``tol`` loosens it only for checks of a solver's *real* relaxation point;
+        integer designs are judged at the default."""
+        return _is_feasible(self, self, n, tol)
+
+    def program_rows(self) -> tuple[Row, list[Row], float]:
+        """``(objective, rows, const)``: the model as rows over its unit terms (docs/constrained.md) — the
+        objective g(n) + const, the fixed total, the linear constraints (≥ negated) and the precision targets.
+        :func:`dpopt.formulations.program_of` compiles them; :meth:`is_feasible` tests them."""
+        objective = Row("g(n)", "objective", self.alpha2[:, None] * self.variable_weights[None, :], None)
+        rows = [Row("total", "total", None, np.ones(self.k), float(self.total), "==")]
+        return objective, rows + _requirement_rows(self, self.constraints, self.precision_targets), self._fpc_const
+
+    def unit_matrix(self, x, columns=None, idx=None) -> np.ndarray:
+        """The unit terms t_ij(x_i) as a len(x)×J matrix: the ``columns`` given (default: every variable),
+        zero elsewhere; ``idx`` as in :meth:`unit_terms`."""
+        x = np.asarray(x, dtype=float)
+        out = np.zeros((x.size, self.J))
+        for j in (range(self.J) if columns is None else columns):
+            out[:, j] = self.unit_terms(x, j, idx)
+        return out
 
     # ------------------------------------------------------------------ certificate
     def certificate(self, n, rtol: float = 1e-10) -> Certificate:
@@ -979,19 +996,268 @@ class StratifiedDesign(Model):
 
     @classmethod
     def from_frame(cls, frame, strata: str, y, total, epsilon, *, pilot=None, **options) -> "StratifiedDesign":
-        """A design from a sampling frame (pandas, polars, a mapping of columns or a CSV path): N_h are the
-        stratum counts, S_h² the variances of ``y`` in the frame or in ``pilot``; see
-        :func:`dpopt.frames.stratified_design_from_frame`."""
-        from ..frames import stratified_design_from_frame
-        return stratified_design_from_frame(frame, strata, y, total, epsilon, pilot=pilot, **options)
+        """A design from a sampling frame (pandas, polars, a mapping of columns or a CSV path).
+
+        ``N_h`` are the frame's stratum counts, labelled by the values of ``strata`` (sorted). ``S_h²`` is the
+        unbiased variance of ``y`` (one column, or a list of columns for several study variables) in each
+        stratum, of the values clamped to ``value_range`` when one is given (the release clamps responses to
+        it, so that is the variance of what is released), from the frame itself or from ``pilot`` (a frame with
+        the same ``strata`` and ``y`` columns: a pilot sample or public data; every stratum needs at least 2
+        pilot units). Other keyword options (mechanism, objective, value_range, lower, upper, min_per_stratum,
+        shares, ...) go to the design.
+
+        With an integer-data mechanism (``"dlap"``, ``"tulap"``) the y values must be integers (see
+        :func:`dpopt.frames.check_integer_values`).
+        """
+        ys = F._y_columns(y)
+        fr = F.Frame(frame, "frame")
+        vr = options.get("value_range")
+        # the release clamps every response to value_range, so S_h² is the variance of the clamped values: one
+        # outlier in an unclamped pilot can multiply a stratum's S_h² and pull the allocation towards it
+        clamp = None if vr is None else tuple(float(v) for v in V.vector("value_range", vr, length=2))
+        if pilot is None:
+            labels, N, S2, Y, _ = F.stratum_moments(fr, strata, ys, name="frame", min_units=2, clamp=clamp)
+            design_values = Y
+            src = "frame"
+        else:
+            labels, N, _, _, _ = F.stratum_moments(fr, strata, [], name="frame", min_units=1)
+            pf = F.Frame(pilot, "pilot")
+            plabels, pcounts, S2p, Y, _ = F.stratum_moments(pf, strata, ys, name="pilot", min_units=2, clamp=clamp)
+            missing = [lab for lab in labels if lab not in plabels]
+            if missing:
+                raise ValueError(f"pilot strata column {strata!r} has no units in stratum "
+                                 f"{missing[0]!r} (every stratum of the frame needs at least 2 pilot units)")
+            extra = [lab for lab in plabels if lab not in labels]
+            if extra:
+                raise ValueError(f"pilot strata column {strata!r} has stratum {extra[0]!r}, which the frame does not have")
+            S2 = S2p[[plabels.index(lab) for lab in labels]]
+            design_values = Y
+            src = "pilot"
+        mech = get_mechanism(options.get("mechanism", "laplace"))    # raises naming the field, as the design would
+        if mech.integer_data:
+            for j, c in enumerate(ys):
+                F.check_integer_values(design_values[:, j], c, mech.name, where=src)
+        if clamp is not None:
+            lo, hi = clamp
+            for j, c in enumerate(ys):
+                col = design_values[:, j]
+                if np.any(col < lo) or np.any(col > hi):
+                    warnings.warn(f"{src} column {c!r} has values outside value_range ({lo:g}, {hi:g}); the release "
+                                  "clamps responses to that range, which biases the estimate (S_h^2 is that of the "
+                                  "clamped values, as released)", stacklevel=2)
+        if "labels" in options:
+            raise TypeError("labels come from the strata column in from_frame; do not pass labels=")
+        if isinstance(options.get("domains"), str):
+            options["domains"] = F._stratum_column(fr, strata, labels, options["domains"], "domains")
+        options.setdefault("variables", ys)
+        sigma2 = S2[:, 0] if len(ys) == 1 else S2
+        model = cls(N=N, sigma2=sigma2, total=total, epsilon=epsilon, labels=labels, **options)
+        # what the frame columns were: the release reads the same columns (dpopt release / release_stratified)
+        model.frame_columns = {"strata": str(strata), "y": ys if len(ys) > 1 else ys[0], "sigma2_from": src,
+                               "sigma2_clamped_to": clamp}
+        return model
+
+
+# =================================================================================== minimum cost
+# Minimum-cost stratified design under DP (stratallo's ``optcost`` and Bethel–Chromy with DP noise).
+#
+# Choose integer sample sizes ``lower ≤ n ≤ upper`` to
+#
+#     minimise  Σ_i cost_i · n_i     subject to   every precision requirement   (and the linear constraints),
+#
+# where the requirements are the objective bound ``g(n) ≤ V0`` of a
+# :class:`~dpopt.models.stratified.StratifiedDesign` (same strata, mechanism, weights, ε and finite-population
+# choice) and any number of domain/variable precision targets (SE, CV or variance of a domain mean). There is
+# no fixed total. Build it with ``StratifiedDesign.min_cost(cost, ...)`` or the model-file family
+# ``"stratified_min_cost"``; the mathematics is in docs/constrained.md.
+#
+# ``exact`` (the default) solves it with a certificate; ``enumerate`` (tiny instances), ``pyomo``, ``cvxpy``
+# and ``scipy`` solve the forms they can model.
+
+
+class MinCostDesign(Model):
+    """Minimise Σ cost_i n_i s.t. precision requirements on the DP variance.
+
+    Parameters
+    ----------
+    design : the StratifiedDesign whose strata, mechanism, weights, bounds, linear constraints and precision
+        targets are used (its ``total`` is ignored). They are copied when this model is made: add later
+        ones here with :meth:`add_constraint` / :meth:`add_precision_target`
+    cost : positive cost per sampled unit in each stratum
+    variance_target : optional bound V0 > 0 on the objective g(n) (the scale of ``design.objective_value``)
+    se, cv : optional bound on the standard error / coefficient of variation of the population-mean estimate
+        (``cv`` needs ``mean``; with several variables, ``variable`` names the one meant)
+    At least one requirement must be given (here or as a precision target of the design).
+    """
+
+    default_backend = "exact"
+
+    def __init__(self, design: StratifiedDesign, cost, variance_target=None, *, se=None, cv=None, mean=None,
+                 variable=None, name: str = ""):
+        if not isinstance(design, StratifiedDesign):
+            raise TypeError(f"design must be a StratifiedDesign, got {type(design).__name__}")
+        self.design = design
+        self.cost = V.positive_vector("cost", cost, length=design.k)
+        self.variance_target = None if variance_target is None else V.positive("variance_target", variance_target)
+        self.constraints: list[LinearConstraint] = list(design.constraints)
+        self.precision_targets: list[PrecisionTarget] = list(design.precision_targets)
+        if se is not None and cv is not None:
+            raise ValueError("give se or cv for the population mean, not both")
+        if se is not None or cv is not None:
+            kind, value = ("se", se) if se is not None else ("cv", cv)
+            value = V.positive(kind, value)
+            self.precision_targets.append(design._precision_target(value, None, variable, kind, mean, "mean",
+                                                                   f"population mean ({kind})"))
+        if self.variance_target is None and not self.precision_targets:
+            raise ValueError("a min-cost design needs a precision requirement: variance_target, se, cv or "
+                             "a precision target")
+        self.name = str(name or design.name)
+
+    def add_precision_target(self, target, strata=None, variable=None, kind: str = "variance", mean=None,
+                             estimate: str = "mean", name: str = "") -> "MinCostDesign":
+        """Add a domain precision target (see :meth:`StratifiedDesign.add_precision_target`). Returns self."""
+        self.precision_targets.append(self.design._precision_target(target, strata, variable, kind, mean,
+                                                                    estimate, name))
+        return self
+
+    # ------------------------------------------------------------------ delegated data
+    @property
+    def k(self) -> int:
+        return self.design.k
+
+    @property
+    def lower(self) -> np.ndarray:
+        return self.design.lower
+
+    @property
+    def upper(self) -> np.ndarray:
+        return self.design.upper
+
+    @property
+    def N(self) -> np.ndarray:
+        return self.design.N
+
+    @property
+    def mechanism(self):
+        return self.design.mechanism
+
+    @property
+    def is_plain(self) -> bool:
+        return False
+
+    def extended_features(self) -> list[str]:
+        """What this model has beyond one variable, one objective-variance bound and linear constraints."""
+        out = [f for f in self.design.extended_features() if "precision" not in f]
+        if self.precision_targets:
+            out.append(f"{len(self.precision_targets)} precision target(s)")
+        if self.variance_target is None:
+            out.append("no objective-variance bound (precision targets only)")
+        return out
+
+    @property
+    def objective_kind(self) -> str:
+        return self.design.objective_kind
+
+    def __repr__(self) -> str:
+        vt = "None" if self.variance_target is None else f"{self.variance_target:.6g}"
+        return (f"MinCostDesign(k={self.k}, variance_target={vt}, targets={len(self.precision_targets)}, "
+                f"epsilon={self.design.epsilon:g}, mechanism={self.design.mechanism.name!r}, "
+                f"objective={self.design.objective_kind!r}"
+                f"{', constraints=' + str(len(self.constraints)) if self.constraints else ''})")
+
+    def add_constraint(self, A, b, sense: str = "<=", name: str = "") -> "MinCostDesign":
+        """Add linear constraints ``A n (sense) b`` (validated as in StratifiedDesign). Returns self."""
+        self.constraints.append(LinearConstraint.make(self.k, A, b, sense, name or f"c{len(self.constraints)}"))
+        return self
+
+    # ------------------------------------------------------------------ evaluation
+    def objective_value(self, n) -> float:
+        """Σ cost_i n_i."""
+        x = V.vector("n", n, length=self.k)
+        return float(self.cost @ x)
+
+    def variance_value(self, n) -> float:
+        """g(n), the DP variance objective of the design (compared with ``variance_target``)."""
+        return self.design.objective_value(n)
+
+    @property
+    def variance_budget(self) -> float:
+        """Bound on Σ f_i(n_i) (``variance_target`` plus the fpc constant when ``fpc``), or None."""
+        return None if self.variance_target is None else self.variance_target + self.design._fpc_const
+
+    def is_feasible(self, n, tol: float | None = None) -> bool:
+        """Does ``n`` meet the bounds, g(n) ≤ V0, the precision targets and the linear constraints? The one
+        feasibility test of every stratified model (see :meth:`StratifiedDesign.is_feasible`)."""
+        return _is_feasible(self, self.design, n, tol)
+
+    def program_rows(self) -> tuple[Row, list[Row], float]:
+        """``(objective, rows, const)``: the cost Σ cost_i n_i, the bound g(n) ≤ V0 (when given), the linear
+        constraints and the precision targets as rows over the design's unit terms (see
+        :meth:`StratifiedDesign.program_rows`)."""
+        d = self.design
+        rows = []
+        if self.variance_target is not None:
+            rows.append(Row("variance g(n)", "variance", d.alpha2[:, None] * d.variable_weights[None, :], None,
+                            self.variance_budget, "<="))
+        return (Row("cost", "objective", None, self.cost.astype(float)), rows
+                + _requirement_rows(d, self.constraints, self.precision_targets), 0.0)
+
+    def make_solution(self, n=None, x=None, *, status=Status.OPTIMAL, certificate=None, rel_gap=None, backend="",
+                      solver="", message="", details=None) -> Solution:
+        """See :meth:`Model.make_solution`: the cost, g(n), Var(μ̂) and each precision target at the point."""
+        pt = n if n is not None else x
+        sol = Solution(n=None if n is None else np.asarray(n, dtype=np.int64),
+                       x=None if x is None else np.asarray(x, dtype=float), model=type(self).__name__,
+                       status=status, certificate=certificate, backend=backend, solver=solver, message=message,
+                       details=dict(details or {}))
+        sol.details.setdefault("labels", list(self.design.labels))
+        if pt is not None:
+            sol.objective = self.objective_value(pt)
+            g = self.variance_value(pt)
+            sol.variance = self.design.variance_of_mean(g)
+            sol.details.setdefault("variance_objective", g)
+            sol.details.setdefault("variance_target", self.variance_target)
+            if self.precision_targets:
+                sol.details.setdefault("precision", [
+                    {"name": t.name, "variable": self.design.variables[t.variable], "kind": t.kind,
+                     "target": t.target, "variance": self.design.precision_value(t, pt), "bound": t.bound}
+                    for t in self.precision_targets])
+        return honest_status(sol, rel_gap)
 
 
 def target_met(t: "PrecisionTarget", v: float) -> bool:
     """The feasibility test (FEASIBILITY_TOL, docs/constrained.md) on one precision target whose domain
     variance is ``v``: the row Σ w·t = v + fpc_const against bound + fpc_const, relative to their magnitude."""
-    from ..formulations.separable import FEASIBILITY_TOL
-    row, rhs = v + t.fpc_const, t.bound + t.fpc_const
-    return bool(row - rhs <= FEASIBILITY_TOL * max(abs(rhs), abs(row)))
+    return row_holds(v + t.fpc_const, t.bound + t.fpc_const, tol=FEASIBILITY_TOL)
+
+
+def _requirement_rows(design: "StratifiedDesign", constraints, precision_targets) -> list[Row]:
+    """The linear constraints (``>=`` negated to ``<=``) and precision targets of a stratified or min-cost model
+    as rows over ``design``'s unit terms."""
+    rows: list[Row] = []
+    for con in constraints:
+        sign = -1.0 if con.sense == ">=" else 1.0
+        sense = "==" if con.sense == "==" else "<="
+        for r in range(con.A.shape[0]):
+            rows.append(Row(con.name if con.A.shape[0] == 1 else f"{con.name}[{r}]", "linear", None,
+                            sign * con.A[r].astype(float), sign * float(con.b[r]), sense, con))
+    for t in precision_targets:
+        W = np.zeros((design.k, design.J))
+        W[:, t.variable] = t.weights
+        rows.append(Row(t.name, "precision", W, None, t.bound + t.fpc_const, "<=", t))
+    return rows
+
+
+def _is_feasible(model, design: "StratifiedDesign", n, tol: float | None) -> bool:
+    """The one feasibility test (:func:`dpopt.feasibility.feasible`) on ``model``'s rows at ``n``, the unit
+    terms computed for every variable some row (the objective included) weighs, as the compiled program does."""
+    n = np.asarray(n)
+    if n.shape != (design.k,):
+        return False
+    objective, rows, _ = model.program_rows()
+    cols = used_columns([objective, *rows], design.J)
+    return feasible(n, design.lower, design.upper, rows, lambda x: design.unit_matrix(x, cols),
+                    FEASIBILITY_TOL if tol is None else max(float(tol), FEASIBILITY_TOL))
 
 
 def _psi(ly, L, s, u):

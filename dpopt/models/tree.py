@@ -5,14 +5,18 @@ levels, a nested dict, a table (CSV rows) or a data frame. The budget model over
 from __future__ import annotations
 
 import csv
+import math
 import numbers
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Iterable
 
 import numpy as np
 
 from .. import _validate as V
+from .. import frames as F
+from ..frames import is_missing, parse_number   # one reading of missing values and numbers
 
 
 # =================================================================================== the tree
@@ -205,10 +209,53 @@ class Hierarchy:
 
     @classmethod
     def from_frame(cls, frame, levels, *, count: str | None = None, root: str | None = "Total", **kw) -> "Hierarchy":
-        """Counts by nested geography columns of a frame (coarsest first; each row one unit or a ``count``
-        column); see :func:`dpopt.frames.hierarchy_from_frame`."""
-        from ..frames import hierarchy_from_frame
-        return hierarchy_from_frame(frame, levels, count=count, root=root, **kw)
+        """Counts by nested geography columns of a frame (pandas, polars, a mapping of columns or a CSV path).
+
+        ``levels`` lists the columns from the coarsest down (e.g. ``["state", "county", "tract"]``). Each row is
+        one unit, or carries its count in ``count``. A node is identified by its whole path, so two counties of
+        the same name in different states are different nodes; its label is its own value (the path joined
+        with "/" when the value repeats within the level). ``root`` adds a root node over the first level
+        (None: the first level is the top). Rows whose value of a column nests under two different parents
+        cannot happen by construction (the path is the node); NaN or empty values raise naming the column.
+        """
+        fr = F.Frame(frame, "frame")
+        if isinstance(levels, str) or not isinstance(levels, Sequence) or not levels:
+            raise TypeError(f"levels must be a non-empty list of column names (coarsest first), got {levels!r}")
+        if len(set(levels)) != len(levels):
+            raise ValueError(f"levels names a column twice: {list(levels)!r}")
+        cols = [fr.labels(c, "level") for c in levels]
+        weights = np.ones(fr.nrows) if count is None else fr.numeric(count, "count")
+        if np.any(weights < 0):
+            i = int(np.argmax(weights < 0))
+            raise ValueError(f"frame count column {count!r} must be >= 0; row {i} has {weights[i]:g}")
+        if fr.nrows == 0:
+            raise ValueError("frame has no rows")
+        counts, parents, ids = [], [None], []
+        if root is not None:
+            counts.append([float(math.fsum(weights))])
+            ids.append([str(root)])
+        paths_prev = None
+        for depth, (names, codes) in enumerate(cols):
+            # node = path of codes down to this level
+            key = np.column_stack([c for _, c in cols[:depth + 1]])
+            paths, inverse = np.unique(key, axis=0, return_inverse=True)
+            inverse = inverse.ravel()
+            sums = np.bincount(inverse, weights=weights, minlength=len(paths))
+            own = [names[p[-1]] for p in paths]
+            repeated = {v for v in own if own.count(v) > 1}
+            label = ["/".join(cols[d][0][p[d]] for d in range(depth + 1)) if own[j] in repeated else own[j]
+                     for j, p in enumerate(paths)]
+            if depth == 0:
+                par = np.zeros(len(paths), dtype=np.int64) if root is not None else None
+            else:
+                lookup = {tuple(p): j for j, p in enumerate(paths_prev)}
+                par = np.array([lookup[tuple(p[:-1])] for p in paths], dtype=np.int64)
+            counts.append(sums.astype(float))
+            ids.append(label)
+            if depth > 0 or root is not None:
+                parents.append(par)
+            paths_prev = paths
+        return cls(counts, parents, ids, **kw)
 
     # ------------------------------------------------------------------ info
     @property
@@ -258,7 +305,6 @@ def _nested_children(children, label):
 
 
 def _table_records(rows, id_col, parent_col, count_col, level_col):
-    from ..frames import is_missing, parse_number   # one reading of missing values and numbers
 
     def norm_parent(p):
         if is_missing(p):                  # None, NaN, pandas NA/NaT, blank: a root

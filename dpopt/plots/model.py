@@ -39,9 +39,8 @@ def _grid(center: float, quick: bool) -> np.ndarray:
 def plot_model_file(path, out_dir, quick: bool = False) -> list[Path]:
     """Draw the three figures of a model file into ``out_dir``; returns the paths written."""
     from ..models.hierarchy import HierarchyBudget
-    from ..models.min_cost import MinCostDesign
     from ..models.sample_size import SampleSizeProgram
-    from ..models.stratified import StratifiedDesign
+    from ..models.stratified import MinCostDesign, StratifiedDesign
 
     data, model, options = _load(path)
     out = Path(out_dir)

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...models.min_cost import MinCostDesign
-from ...models.stratified import StratifiedDesign
+from ...models.stratified import MinCostDesign, StratifiedDesign
 from ...numerics import fill_cheapest
 from .._output import absorb_highs_banner
 

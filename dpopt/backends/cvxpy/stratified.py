@@ -27,8 +27,7 @@ import warnings
 
 import numpy as np
 
-from ...models.min_cost import MinCostDesign
-from ...models.stratified import StratifiedDesign
+from ...models.stratified import MinCostDesign, StratifiedDesign
 from ... import _validate as V
 from ...options import DEFAULT_REL_GAP
 from ...registry import register

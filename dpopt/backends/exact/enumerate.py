@@ -15,8 +15,7 @@ import time
 
 import numpy as np
 
-from ...models.min_cost import MinCostDesign
-from ...models.stratified import StratifiedDesign
+from ...models.stratified import MinCostDesign, StratifiedDesign
 from ... import _validate as V
 from ...registry import register
 from ...result import Certificate, Solution, Status

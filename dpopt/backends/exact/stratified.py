@@ -21,8 +21,7 @@ import numpy as np
 
 from ... import _validate as V
 from ...options import DEFAULT_REL_GAP
-from ...models.min_cost import MinCostDesign
-from ...models.stratified import StratifiedDesign
+from ...models.stratified import MinCostDesign, StratifiedDesign
 from ...registry import register
 from ...result import Certificate, Solution, Status
 from .constrained import relax_constrained, solve_constrained

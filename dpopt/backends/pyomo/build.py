@@ -7,8 +7,7 @@ import math
 
 import numpy as np
 
-from ...models.min_cost import MinCostDesign
-from ...models.stratified import StratifiedDesign
+from ...models.stratified import MinCostDesign, StratifiedDesign
 
 
 FORMULATIONS = ("minlp", "milp")

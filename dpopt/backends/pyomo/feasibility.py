@@ -8,8 +8,7 @@ import math
 
 import numpy as np
 
-from ...models.min_cost import MinCostDesign
-from ...models.stratified import StratifiedDesign
+from ...models.stratified import MinCostDesign, StratifiedDesign
 
 
 # the one feasibility test and its tolerance (docs/constrained.md): an integer point is feasible only if

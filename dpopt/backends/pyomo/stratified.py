@@ -45,8 +45,7 @@ import time
 import numpy as np
 
 from ... import _validate as V
-from ...models.min_cost import MinCostDesign
-from ...models.stratified import StratifiedDesign
+from ...models.stratified import MinCostDesign, StratifiedDesign
 from ...registry import register
 from ...result import PROVEN_GAP, Certificate, Solution, Status, gap_proves  # noqa: F401
 from . import _solver as PY

@@ -17,8 +17,7 @@ import warnings
 import numpy as np
 
 from ... import _validate as V
-from ...models.min_cost import MinCostDesign
-from ...models.stratified import StratifiedDesign
+from ...models.stratified import MinCostDesign, StratifiedDesign
 from ...registry import register
 from ...result import Solution, Status
 from .._routes import classical_only

@@ -19,6 +19,7 @@ from .block import BlockResult, solve_block
 from .checks import DEFAULT_REL_GAP, check_options, convexity, feasible, unreachable_rows
 from .cores import DEFAULT_MAX_STATES
 from .deadline import Deadline
+from .diagnose import explain
 from .dual import DualResult, solve_dual
 from .inner import inner_continuous, inner_integer, phi
 
@@ -252,9 +253,7 @@ def relax_constrained(model, rel_gap: float = DEFAULT_REL_GAP, time_limit: float
 def _infeasible(model, reason: str) -> Solution:
     """Status infeasible, said in the user's terms when the conflict is between the precision targets and the
     total or the cost budget (:mod:`.diagnose`); the solver's own reason is kept in details["reason"]."""
-    from .diagnose import explain
-
-    why = explain(model)
+    why = explain(model, relax_constrained)
     sol = Solution(status=Status.INFEASIBLE, message=f"infeasible: {why or reason}")
     sol.details["reason"] = reason
     return sol
