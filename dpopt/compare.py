@@ -130,6 +130,7 @@ class CompareResult(list):
         return "\n".join(line.rstrip() for line in table(headers, rows, formats).splitlines())
 
     def to_dict(self) -> dict[str, Any]:
+        """The comparison as a JSON-serialisable dict: one row per backend (and solver) with its Solution."""
         rows = self._rows()
         for r, s in zip(rows, self):
             r["solution"] = s.to_dict()

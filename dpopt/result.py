@@ -88,6 +88,7 @@ class Certificate:
             raise ValueError(f"certificate kind must be one of {allowed}; got {self.kind!r}") from None
 
     def to_dict(self) -> dict[str, Any]:
+        """The certificate's fields as a JSON-serialisable dict."""
         return {k: _jsonable(v) for k, v in self.__dict__.items()}
 
     def __str__(self) -> str:

@@ -145,3 +145,29 @@ def test_stratified_to_frame_carries_the_reports_columns():
     np.testing.assert_allclose(f["noise_var"], N ** 2 * 2 / eps_n ** 2 / n, rtol=1e-12)
     np.testing.assert_allclose(f["share"].sum(), 1.0, rtol=1e-12)
     assert f.attrs["objective"] == pytest.approx(float((f["sampling_var"] + f["noise_var"]).sum()), rel=1e-12)
+
+
+def test_every_public_callable_has_a_docstring():
+    """help(model.solve) says what it does and which options it takes (issue 21): every class and function
+    dpopt exports, and every public method of its classes, has a docstring."""
+    import inspect
+
+    import dpopt
+    from dpopt.options import COMMON
+
+    missing = []
+    for name in dpopt.__all__:
+        obj = getattr(dpopt, name)
+        if not (inspect.isfunction(obj) or inspect.isclass(obj)):
+            continue
+        if not (obj.__doc__ or "").strip():
+            missing.append(name)
+        if inspect.isclass(obj):
+            for member in dir(obj):
+                f = getattr(obj, member)
+                if not member.startswith("_") and callable(f) and not inspect.isclass(f) \
+                        and not (getattr(f, "__doc__", "") or "").strip():
+                    missing.append(f"{name}.{member}")
+    assert not missing, missing
+    for option in COMMON:
+        assert option in dpopt.StratifiedDesign.solve.__doc__ and option in dpopt.HierarchyBudget.relax.__doc__

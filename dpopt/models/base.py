@@ -6,6 +6,7 @@ from typing import Callable
 
 from .. import registry
 from ..feasibility import FEASIBILITY_TOL
+from ..options import COMMON
 from ..result import Certificate, Solution, Status
 
 #: model class -> ``fn(model, solution) -> str``; filled by :mod:`dpopt.io.report` (imported by ``import dpopt``)
@@ -30,6 +31,19 @@ def report(model, solution: Solution) -> str:
     return repr(solution)
 
 
+def _options_doc(what: str) -> str:
+    """The docstring of Model.solve/relax, written from the option declarations (dpopt/options.py)."""
+    lines = [f"{what} (default: the family's ``default_backend``) and return a :class:`~dpopt.result.Solution`",
+             "with an honest status; solver faults become a status, bad options raise ValueError/TypeError.",
+             "", "Common options (each backend takes the ones it can honour):", ""]
+    for o in COMMON.values():
+        lines.append(f"    {o.name} : {o.type}, default {o.default!r}, in {o.range}")
+        lines.append(f"        {o.description}")
+    lines += ["", "Each backend's own options: ``dpopt.options.OWN[backend]`` and the options table in the README;",
+              "``model.backends()`` lists the backends able to run this model."]
+    return "\n".join(lines)
+
+
 class Model:
     """Base class of dpopt's backend-independent models.
 
@@ -46,6 +60,9 @@ class Model:
 
     def relax(self, backend: str | None = None, **options) -> Solution:
         return registry.dispatch(self, self.default_backend if backend is None else backend, "relax", options)
+
+    solve.__doc__ = _options_doc("Answer the model as stated (integer where the model is integer) with ``backend``")
+    relax.__doc__ = _options_doc("Answer the model's continuous relaxation with ``backend``")
 
     def backends(self, task: str = "solve") -> list[str]:
         """Names of the backends able to run ``task`` on this model."""

@@ -187,10 +187,12 @@ class HierarchyBudget(Model):
         return float(sum(self.weights[l] * self.level_terms(e[l], l, 0)[0] for l in range(self.n_levels)))
 
     def gradient(self, eps) -> np.ndarray:
+        """∂(weighted MSE)/∂ε_ℓ per level at the budgets ``eps`` (docs/hierarchy.md)."""
         e = self._check_eps(eps)
         return np.array([self.weights[l] * self.level_terms(e[l], l, 1)[1] for l in range(self.n_levels)])
 
     def hessian_diagonal(self, eps) -> np.ndarray:
+        """∂²(weighted MSE)/∂ε_ℓ² per level at ``eps`` (the Hessian is diagonal: levels are separable)."""
         e = self._check_eps(eps)
         return np.array([self.weights[l] * self.level_terms(e[l], l, 2)[2] for l in range(self.n_levels)])
 
