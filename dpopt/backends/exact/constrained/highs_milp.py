@@ -4,6 +4,7 @@ of a window, without convexity) and the secant LP whose row duals are the best m
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -11,6 +12,9 @@ import numpy as np
 from ....formulations.separable import secant_milp
 from ..._output import new_highs
 from ..._status import status_of
+
+#: seconds past time_limit after which a MIP that HiGHS has not stopped is stopped from outside
+HARD_DEADLINE_GRACE = 0.5
 
 
 @dataclass(frozen=True)
@@ -67,14 +71,28 @@ def highs_solve(milp, rel_gap, abs_gap, time_limit, verbose=False, start=None) -
     h = highs_model(milp, True, verbose)
     h.setOptionValue("mip_rel_gap", float(rel_gap))
     h.setOptionValue("mip_abs_gap", float(abs_gap))
+    stopped = []
     if time_limit is not None:
         h.setOptionValue("time_limit", max(float(time_limit), 1e-3))
+        # HiGHS's own limit can be overrun (seen: minutes in its node queue); a MIP callback stops it from
+        # outside once the limit plus a grace has passed, and that stop reads as the time limit
+        hard = time.monotonic() + max(float(time_limit), 1e-3) + HARD_DEADLINE_GRACE
+
+        def stop_at_deadline(event):
+            if time.monotonic() > hard:
+                stopped.append(True)
+                event.interrupt()
+
+        h.cbMipInterrupt.subscribe(stop_at_deadline)
     if start is not None:
         h.setSolution(milp.k, np.arange(milp.k, dtype=np.int32), np.asarray(start, dtype=float))
     h.run()
     st = h.getModelStatus()
     info = h.getInfo()
-    name = status_of("highs", st).value     # the one HiGHS map (backends/_status.py)
+    if stopped and st == highspy.HighsModelStatus.kInterrupt:
+        name = "time_limit"
+    else:
+        name = status_of("highs", st).value     # the one HiGHS map (backends/_status.py)
     n = None
     if info.primal_solution_status == 2 or name == "optimal":   # 2 = feasible
         col = np.asarray(h.getSolution().col_value[:milp.k])
