@@ -25,8 +25,9 @@ def add_commands(sub) -> None:
     d.add_argument("--total", required=True, type=int, help="total sample size")
     d.add_argument("--epsilon", required=True, type=float, help="central privacy budget every person receives")
     d.add_argument("--mechanism", default="laplace", help="laplace (default), dlap or tulap")
-    d.add_argument("--value-range", nargs=2, type=float, metavar=("LO", "HI"), default=None,
-                   help="bounds of the responses: sensitivity HI - LO, responses clamped at release")
+    d.add_argument("--value-range", nargs=2, type=float, metavar=("LO", "HI"), default=None, action="append",
+                   help="bounds of the responses: sensitivity HI - LO, responses clamped at release; once for "
+                        "every --y column, or repeated once per --y column, in their order")
     d.add_argument("--pilot", default=None, help="pilot sample (CSV) for S_h^2 instead of the frame's own y")
     d.add_argument("--id", default=None, help="unique unit id column (default: the row number)")
     d.add_argument("--min-per-stratum", type=int, default=None, metavar="M",
@@ -181,7 +182,11 @@ def run_design(args) -> int:
         raise ValueError(f"frame has no id column {args.id!r}")
     options = {"mechanism": args.mechanism}
     if args.value_range is not None:
-        options["value_range"] = tuple(args.value_range)
+        ranges = [tuple(r) for r in args.value_range]
+        if len(ranges) not in (1, len(args.y)):
+            raise ValueError(f"--value-range is given {len(ranges)} times but there are {len(args.y)} --y columns "
+                             f"({', '.join(args.y)}): give it once for all of them or once per column, in order")
+        options["value_range"] = ranges[0] if len(ranges) == 1 else ranges
     if args.min_per_stratum is not None:
         options["min_per_stratum"] = args.min_per_stratum
     if args.domains is not None:

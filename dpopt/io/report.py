@@ -73,9 +73,14 @@ def stratified_report(model, solution: Solution) -> str:
     source = getattr(model, "frame_columns", None) or {}
     if source.get("sigma2_from"):
         clamp = source.get("sigma2_clamped_to")
-        lines.append(f"sigma2              : from the {source['sigma2_from']}"
-                     + (f", of the values clamped to [{clamp[0]:g}, {clamp[1]:g}] as the release clamps them"
-                        if clamp else ", unclamped (no value_range)"))
+        if clamp and not np.isscalar(clamp[0]):      # one range per variable
+            where = "; ".join(f"{v} to [{a:g}, {b:g}]" for v, (a, b) in zip(model.variables, clamp))
+            said = f", of the values clamped ({where}) as the release clamps them"
+        elif clamp:
+            said = f", of the values clamped to [{clamp[0]:g}, {clamp[1]:g}] as the release clamps them"
+        else:
+            said = ", unclamped (no value_range)"
+        lines.append(f"sigma2              : from the {source['sigma2_from']}" + said)
     if not one:
         lines.append(f"variables           : {', '.join(model.variables)} (budget shares "
                      f"{', '.join(f'{s:.4g}' for s in model.shares)}, objective weights "

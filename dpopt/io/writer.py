@@ -72,10 +72,14 @@ def design_to_dict(design, *, skip_cost_budget: bool = False) -> dict[str, Any]:
     d["epsilon"] = float(design.epsilon)
     d["mechanism"] = _mechanism_name(design.mechanism)
     d["objective"] = design.objective_kind
-    if design.value_range is not None:
-        d["value_range"] = [float(x) for x in design.value_range]
-    elif float(design.sensitivity) != 1.0:      # 1 is the default
-        d["sensitivity"] = float(design.sensitivity)
+    ranges, sens = design.value_ranges, [float(x) for x in design.sensitivities]
+    if ranges is not None:        # one [lo, hi] for all variables, or one per variable (their widths are Δ_j)
+        pairs = [[float(a), float(b)] for a, b in ranges]
+        d["value_range"] = pairs[0] if all(p == pairs[0] for p in pairs) else pairs
+    elif any(x != sens[0] for x in sens):
+        d["sensitivity"] = sens
+    elif sens[0] != 1.0:          # 1 is the default
+        d["sensitivity"] = sens[0]
     if design.fpc:
         d["fpc"] = True
     if design.J > 1 or design.variables != ["y"]:

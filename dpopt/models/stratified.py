@@ -169,11 +169,60 @@ def _shares(shares, J: int) -> np.ndarray:
     return s / s.sum()
 
 
-def _value_range(value_range) -> tuple[float, float]:
-    vr = V.vector("value_range", value_range)
+def _value_range(value_range, name: str = "value_range") -> tuple[float, float]:
+    try:
+        vr = V.vector(name, value_range)
+    except TypeError as e:
+        raise TypeError(f"{name} must be (lo, hi), got {value_range!r}") from e
     if vr.size != 2 or not vr[0] < vr[1]:
-        raise ValueError(f"value_range must be (lo, hi) with lo < hi, got {value_range!r}")
+        raise ValueError(f"{name} must be (lo, hi) with lo < hi, got {value_range!r}")
     return float(vr[0]), float(vr[1])
+
+
+def _is_scalar(value) -> bool:
+    return not isinstance(value, (Mapping, list, tuple, np.ndarray)) or np.ndim(value) == 0
+
+
+def _per_variable(name: str, value, variables, one) -> list:
+    """``value`` for every variable: a mapping variable → value (every variable once), a list of one value per
+    variable, or (``one`` is how a single value is told) one value for all of them."""
+    J = len(variables)
+    if isinstance(value, Mapping):
+        unknown = [key for key in value if key not in variables]
+        if unknown:
+            raise ValueError(f"{name} names unknown variable {unknown[0]!r}; variables: {', '.join(variables)}")
+        missing = [v for v in variables if v not in value]
+        if missing:
+            raise ValueError(f"{name} has no entry for variable {missing[0]!r} (give one per variable)")
+        return [value[v] for v in variables]
+    if one(value):
+        return [value] * J
+    if isinstance(value, str) or not isinstance(value, (list, tuple, np.ndarray)):
+        raise TypeError(f"{name} must be one value for all variables or a list of one per variable, got {value!r}")
+    if len(value) != J:
+        raise ValueError(f"{name} has {len(value)} entries but the design has {J} variable(s) "
+                         f"({', '.join(variables)}): give one for all or one per variable")
+    return list(value)
+
+
+def _one_pair(value) -> bool:
+    """Is ``value`` a single (lo, hi) pair (rather than one pair per variable)?"""
+    if isinstance(value, (str, Mapping)) or not isinstance(value, (list, tuple, np.ndarray)):
+        return False
+    return all(_is_scalar(v) and not isinstance(v, str) for v in value) if len(value) else False
+
+
+def _frame_ranges(value_range, variables) -> np.ndarray:
+    """J×2 value ranges: one (lo, hi) for every variable, a list of one per variable, or a mapping variable →
+    (lo, hi); errors name ``value_range`` and the variable."""
+    J = len(variables)
+    if not isinstance(value_range, Mapping) and not _one_pair(value_range) and (
+            isinstance(value_range, str) or not isinstance(value_range, (list, tuple, np.ndarray))):
+        raise TypeError(f"value_range must be (lo, hi), a list of one (lo, hi) per variable or a mapping "
+                        f"variable -> (lo, hi), got {value_range!r}")
+    pairs = _per_variable("value_range", value_range, variables, _one_pair)
+    return np.array([_value_range(p, "value_range" + ("" if J == 1 else f"[{variables[j]!r}]"))
+                     for j, p in enumerate(pairs)], dtype=float).reshape(J, 2)
 
 
 class StratifiedDesign(Model):
@@ -217,15 +266,7 @@ class StratifiedDesign(Model):
             raise ValueError(f"epsilon must be in [{EPSILON_RANGE[0]:g}, {EPSILON_RANGE[1]:g}] for a stratified "
                              f"design, got {self.epsilon:g} (docs/stratified.md, supported ranges)")
         self.mechanism: Mechanism = get_mechanism(mechanism)
-        self.value_range = None
-        if value_range is not None:
-            lo_v, hi_v = _value_range(value_range)
-            if sensitivity is not None and float(sensitivity) != hi_v - lo_v:
-                raise ValueError(f"sensitivity ({sensitivity!r}) contradicts value_range "
-                                 f"({lo_v:g}, {hi_v:g}), whose width {hi_v - lo_v:g} is the sensitivity")
-            self.value_range = (lo_v, hi_v)
-            sensitivity = hi_v - lo_v
-        self.sensitivity = self.mechanism.check_sensitivity(1.0 if sensitivity is None else sensitivity)
+        self.value_ranges, self.sensitivities = self._ranges(value_range, sensitivity)
         self.alpha, self.objective_kind = self._weights(objective)
         self.lower = (np.ones(k, dtype=np.int64) if lower is None
                       else V.positive_int_vector("lower", lower, length=k, minimum=1))
@@ -278,6 +319,68 @@ class StratifiedDesign(Model):
         lo_sum, hi_sum = int(self.lower.sum()), int(self.upper.sum())
         if not lo_sum <= self.total <= hi_sum:
             raise ValueError(f"total must be in [sum(lower), sum(upper)] = [{lo_sum}, {hi_sum}], got {self.total}")
+
+    def _ranges(self, value_range, sensitivity):
+        """(J×2 value ranges or None, J sensitivities): one for all variables or one per variable each; a range's
+        width is its variable's sensitivity."""
+        names = self.variables
+        tag = (lambda j: "" if self.J == 1 else f" of variable {names[j]!r}")
+        ranges = None
+        if value_range is not None:
+            ranges = _frame_ranges(value_range, names)
+        sens = None if sensitivity is None else _per_variable("sensitivity", sensitivity, names, _is_scalar)
+        out = np.empty(self.J)
+        for j in range(self.J):
+            d = None if sens is None else sens[j]
+            if ranges is not None:
+                width = float(ranges[j, 1] - ranges[j, 0])
+                if d is not None and float(d) != width:
+                    raise ValueError(f"sensitivity{tag(j)} ({d!r}) contradicts value_range ({ranges[j, 0]:g}, "
+                                     f"{ranges[j, 1]:g}), whose width {width:g} is the sensitivity")
+                d = width
+            try:
+                out[j] = self.mechanism.check_sensitivity(1.0 if d is None else d)
+            except (TypeError, ValueError) as e:
+                if self.J == 1:
+                    raise
+                what = "value_range" if ranges is not None else "sensitivity"
+                raise type(e)(f"{what} of variable {names[j]!r}: {e}") from e
+        return ranges, out
+
+    def sensitivity_of(self, variable) -> float:
+        """Δ_j, the sensitivity of variable ``variable``'s response (name or index; its value range's width)."""
+        return float(self.sensitivities[self.variable_index(variable)])
+
+    @property
+    def sensitivity(self) -> float:
+        """The sensitivity Δ when every variable has the same one; a design with one per variable raises (read
+        :attr:`sensitivities` or :meth:`sensitivity_of`)."""
+        s = self.sensitivities
+        if np.all(s == s[0]):
+            return float(s[0])
+        raise ValueError("this design has one sensitivity per variable ("
+                         + ", ".join(f"{v}: {d:g}" for v, d in zip(self.variables, s))
+                         + "): read sensitivities or sensitivity_of(variable)")
+
+    @property
+    def value_range(self):
+        """(lo, hi) when every variable has the same range (None without one); a design with one range per
+        variable raises (read :attr:`value_ranges` or :meth:`value_range_of`)."""
+        r = self.value_ranges
+        if r is None:
+            return None
+        if np.all(r == r[0]):
+            return float(r[0, 0]), float(r[0, 1])
+        raise ValueError("this design has one value_range per variable ("
+                         + ", ".join(f"{v}: [{a:g}, {b:g}]" for v, (a, b) in zip(self.variables, r))
+                         + "): read value_ranges or value_range_of(variable)")
+
+    def value_range_of(self, variable):
+        """(lo, hi) of variable ``variable`` (name or index), None when the design has no value range."""
+        if self.value_ranges is None:
+            return None
+        lo, hi = self.value_ranges[self.variable_index(variable)]
+        return float(lo), float(hi)
 
     def _variable_weights(self, weights) -> np.ndarray:
         if weights is None:
@@ -522,8 +625,8 @@ class StratifiedDesign(Model):
         L = self.nominal_epsilon_at(x, idx)
         if variable is None and self.J > 1:
             return np.stack([self.noise_variance_at(x, j, idx) for j in range(self.J)], axis=1)
-        s = float(self.shares[variable or 0])
-        return np.asarray(self.mechanism.variance(s * L, self.sensitivity), dtype=float)
+        j = variable or 0
+        return np.asarray(self.mechanism.variance(float(self.shares[j]) * L, self.sensitivity_of(j)), dtype=float)
 
     def unit_terms(self, x, variable: int = 0, idx=None) -> np.ndarray:
         """t_ij(x_i) = (σ_ij² + γ_j²(x_i))/x_i per stratum for one variable (no weights); ``idx``: the strata
@@ -560,20 +663,21 @@ class StratifiedDesign(Model):
         with np.errstate(divide="ignore"):              # a zero coefficient: exp(−inf) = 0
             return w * (self.sigma2 + c0), np.exp(np.log(c2 * w) - 2.0 * lcn), np.exp(np.log(c1 * w) - lcn)
 
-    def _growth_form(self):
+    def _growth_form(self, variable: int = 0):
         """The mechanism's (c0, c1, c2) at this sensitivity (variance = c0 + c1/y + c2/y², y = expm1(ε)) when it
         has them, all ≥ 0 (then a/x + b·x is convex), else None. Asked of the mechanism, never of its class: a
         user subclass with its own variance has no such form unless it gives one (checked by probe)."""
         mech = self.mechanism
-        if not mech.support("growth_coefficients", self.sensitivity):
+        d = self.sensitivity_of(variable)
+        if not mech.support("growth_coefficients", d):
             return None
-        c = tuple(float(t) for t in mech.growth_coefficients(float(self.sensitivity)))
+        c = tuple(float(t) for t in mech.growth_coefficients(d))
         return c if len(c) == 3 and all(t >= 0 for t in c) else None
 
     def _unit_linear_form(self, variable: int, idx=None):
         """(a, b, const) with t_ij(x) = a/x + b·x + const for a mechanism with growth coefficients (DLap/TuLap at
         Δ = 1) at the whole budget, else None."""
-        form = self._growth_form() if self.shares[variable] == 1.0 else None
+        form = self._growth_form(variable) if self.shares[variable] == 1.0 else None
         if form is None:
             return None
         c0, c1, c2 = form
@@ -645,13 +749,14 @@ class StratifiedDesign(Model):
         L = np.logaddexp(0.0, ly)
         E = share * L
         s = expit(ly)            # y/(1+y)
-        d2 = (self.sensitivity / share) ** 2
+        sens = self.sensitivity_of(variable)
+        d2 = (sens / share) ** 2
         inv_x = 1.0 / x
         Lp = -s * inv_x          # dL/dx
         d1 = -s2 * inv_x ** 2
         dd = 2 * s2 * inv_x ** 3 if second else None
         if mech.laplace_part:
-            lap = E < mech.split_below(self.sensitivity)
+            lap = E < mech.split_below(sens)
             d1 = d1 + np.where(lap, 2 * d2 * (inv_x / L) ** 2 * (2 * s / L - 1), 0.0)
             if second:
                 u = expit(-ly)   # 1/(1+y)
@@ -659,7 +764,6 @@ class StratifiedDesign(Model):
         else:
             lap = np.zeros(L.shape, dtype=bool)
         if mech.has_remainder or not np.all(lap):
-            sens = self.sensitivity
             r = np.where(lap, mech.remainder(E, sens), mech.variance(E, sens))
             r1 = share * np.where(lap, mech.remainder_derivative(E, sens, 1), mech.variance_derivative(E, sens, 1))
             d1 = d1 + r1 * Lp * inv_x - r * inv_x ** 2
@@ -692,7 +796,7 @@ class StratifiedDesign(Model):
         form = self._unit_linear_form(variable, idx)
         if form is not None:     # t = a/m + b·m + const: the general route below cancels when σ² = 0
             return form[1] - form[0] / (m * m1)
-        mech, d = self.mechanism, self.sensitivity
+        mech, d = self.mechanism, self.sensitivity_of(variable)
         share = float(self.shares[variable])
         lcn = self.log_c + logN                       # log(cN)
         L0 = np.logaddexp(0.0, lcn - np.log(m))
@@ -746,10 +850,10 @@ class StratifiedDesign(Model):
         eps_i = self.nominal_epsilon_at(x)
         out = {"rate": x / self.N, "epsilon": eps_i}
         if self.J == 1:
-            out.update(scale=self.sensitivity / eps_i, noise_sd=np.sqrt(self.noise_variance_at(x)))
+            out.update(scale=self.sensitivity_of(0) / eps_i, noise_sd=np.sqrt(self.noise_variance_at(x)))
         else:
             e = eps_i[:, None] * self.shares[None, :]
-            out.update(epsilon_variable=e, scale=self.sensitivity / e, noise_sd=np.sqrt(self.noise_variance_at(x)))
+            out.update(epsilon_variable=e, scale=self.sensitivities[None, :] / e, noise_sd=np.sqrt(self.noise_variance_at(x)))
         return out
 
     def precision_report(self, n) -> list[dict]:
@@ -1014,7 +1118,9 @@ class StratifiedDesign(Model):
         vr = options.get("value_range")
         # the release clamps every response to value_range, so S_h² is the variance of the clamped values: one
         # outlier in an unclamped pilot can multiply a stratum's S_h² and pull the allocation towards it
-        clamp = None if vr is None else tuple(float(v) for v in V.vector("value_range", vr, length=2))
+        # (one range for all y columns, or one per column: a list or a mapping column -> (lo, hi))
+        ranges = None if vr is None else _frame_ranges(vr, list(options.get("variables") or ys))
+        clamp = None if ranges is None else (ranges[:, 0], ranges[:, 1])
         if pilot is None:
             labels, N, S2, Y, _ = F.stratum_moments(fr, strata, ys, name="frame", min_units=2, clamp=clamp)
             design_values = Y
@@ -1038,8 +1144,8 @@ class StratifiedDesign(Model):
             for j, c in enumerate(ys):
                 F.check_integer_values(design_values[:, j], c, mech.name, where=src)
         if clamp is not None:
-            lo, hi = clamp
             for j, c in enumerate(ys):
+                lo, hi = ranges[j]
                 col = design_values[:, j]
                 if np.any(col < lo) or np.any(col > hi):
                     warnings.warn(f"{src} column {c!r} has values outside value_range ({lo:g}, {hi:g}); the release "
@@ -1054,7 +1160,9 @@ class StratifiedDesign(Model):
         model = cls(N=N, sigma2=sigma2, total=total, epsilon=epsilon, labels=labels, **options)
         # what the frame columns were: the release reads the same columns (dpopt release / release_stratified)
         model.frame_columns = {"strata": str(strata), "y": ys if len(ys) > 1 else ys[0], "sigma2_from": src,
-                               "sigma2_clamped_to": clamp}
+                               "sigma2_clamped_to": None if ranges is None else (
+                                   tuple(float(v) for v in ranges[0]) if np.all(ranges == ranges[0])
+                                   else [tuple(float(v) for v in r) for r in ranges])}
         return model
 
 

@@ -45,7 +45,7 @@ class StratumPlan:
     epsilon_central: float
     epsilon_central_opendp: float
     mechanism: str = ""
-    sensitivity: float = float("nan")
+    sensitivity: float | list[float] = float("nan")   # a list when each variable has its own Δ_j
     shares: list[float] = field(default_factory=list)
 
 
@@ -62,7 +62,7 @@ def plan_stratified(model, n, *, dp=None, progress: bool = False) -> list[Stratu
     mech = mechanism.name
     n = np.asarray(n, dtype=np.int64)
     eps = float(model.epsilon)
-    delta_in = float(model.sensitivity)
+    deltas = [model.sensitivity_of(j) for j in range(model.J)]     # Δ_j: variable j's own sensitivity
     plans = []
     for h in progress_iter(range(model.k), "plan", progress):
         Nh, nh = int(model.N[h]), int(n[h])
@@ -74,10 +74,11 @@ def plan_stratified(model, n, *, dp=None, progress: bool = False) -> list[Stratu
             goal = target * shrink
             scales, spent = [], []
             for j in range(model.J):
-                s, e = _opendp.search_scale(dp, mechanism, delta_in, goal * float(model.shares[j]))
+                s, e = _opendp.search_scale(dp, mechanism, deltas[j], goal * float(model.shares[j]))
                 scales.append(s)
                 spent.append(e)
-            cell = Cell(model.labels[h], [Measurement("", mech, delta_in, s, e) for s, e in zip(scales, spent)], Nh, nh)
+            cell = Cell(model.labels[h], [Measurement("", mech, d, s, e) for d, s, e in zip(deltas, scales, spent)],
+                        Nh, nh)
             ours = cell.epsilon
             theirs = _opendp.amplified_by_opendp(dp, _opendp.composed_by_opendp(dp, spent), nh, Nh)
             if ours <= eps and theirs <= eps:
@@ -90,8 +91,23 @@ def plan_stratified(model, n, *, dp=None, progress: bool = False) -> list[Stratu
                                f"({theirs!r}) disagree")
         plans.append(StratumPlan(model.labels[h], Nh, nh, eps, target, scales, spent,
                                  [_opendp.variance_at_scale(mechanism, s) for s in scales], ours, theirs,
-                                 mech, delta_in, [float(x) for x in model.shares]))
+                                 mech, _sensitivity_record(model), [float(x) for x in model.shares]))
     return plans
+
+
+def _sensitivity_record(model):
+    """The design's Δ as recorded: one number when every variable shares it, else one per variable."""
+    s = [float(x) for x in model.sensitivities]
+    return s[0] if all(x == s[0] for x in s) else s
+
+
+def _range_record(model):
+    """The design's value range as recorded: one (lo, hi) when every variable shares it, else one per variable
+    (None without one)."""
+    if model.value_ranges is None:
+        return None
+    r = [[float(a), float(b)] for a, b in model.value_ranges]
+    return r[0] if all(x == r[0] for x in r) else r
 
 
 @dataclass
@@ -145,12 +161,14 @@ class StratifiedRelease:
         """The public release (``estimate.json``, schema ``dpopt-stratified-estimate/1`` in docs/release.md):
         the same keys for one variable or several; no sampled ids, no clamping counts. Numbers that are not
         finite (an SE that cannot be estimated) are null."""
-        value_range = self.details.get("value_range")
+        ranges = self.details.get("value_ranges")
+        if ranges is None and self.details.get("value_range") is not None:
+            ranges = [self.details["value_range"]] * len(self.variables)
         out: dict[str, Any] = {
             "format": ESTIMATE_FORMAT,
             "variables": [{"variable": v, "estimate": _num(self.estimates[j]), "se": _num(self.ses[j]),
                            "ci": [_num(self.cis[j, 0]), _num(self.cis[j, 1])],
-                           "value_range": None if value_range is None else [float(x) for x in value_range]}
+                           "value_range": None if ranges is None else [float(x) for x in ranges[j]]}
                           for j, v in enumerate(self.variables)],
             "confidence": self.confidence, "epsilon_spent": self.epsilon_spent,
             "epsilon_target": self.record.target_epsilon, "n": int(self.n.sum()), "N": int(self.N.sum()),
@@ -230,14 +248,16 @@ def release_stratified(model, sample, values, *, ledger: PrivacyLedger | None = 
     confidence = V.probability("confidence", confidence)
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
-    if model.value_range is None:
+    if model.value_ranges is None:
         raise ValueError("the design needs value_range=(lo, hi) to be released: responses are clamped to it and "
                          "its width is the sensitivity (a bare sensitivity cannot be enforced on the data)")
-    lo, hi = model.value_range
+    lo, hi = model.value_ranges[:, 0], model.value_ranges[:, 1]      # per variable
     mechanism = _opendp.releasable(model.mechanism)     # before any check of the data: the reason comes first
     mech = mechanism.name
-    if mechanism.integer_data and (lo != round(lo) or hi != round(hi)):
-        raise ValueError(f"value_range ({lo:g}, {hi:g}) must have integer ends for mechanism {mech!r}")
+    for j, v in enumerate(model.variables):
+        if mechanism.integer_data and (lo[j] != round(lo[j]) or hi[j] != round(hi[j])):
+            what = "" if model.J == 1 else f" of variable {v!r}"
+            raise ValueError(f"value_range{what} ({lo[j]:g}, {hi[j]:g}) must have integer ends for mechanism {mech!r}")
     _check_sample(model, sample, None)
     Y = _values(model, sample, values)
     n = sample.n
@@ -251,8 +271,8 @@ def release_stratified(model, sample, values, *, ledger: PrivacyLedger | None = 
     identity = sample_identity(sample)
     cells = []
     for h, p in enumerate(plan):
-        ms = [Measurement(f"{v} in stratum {p.label!r}", mech, float(model.sensitivity), s, e, 0.0, g)
-              for v, s, e, g in zip(model.variables, p.scales, p.nominal_spent, p.noise_variance)]
+        ms = [Measurement(f"{v} in stratum {p.label!r}", mech, model.sensitivity_of(j), s, e, 0.0, g)
+              for j, (v, s, e, g) in enumerate(zip(model.variables, p.scales, p.nominal_spent, p.noise_variance))]
         # the cell is named by who is in it (sample.members), which is what the ledger composes by
         cells.append(Cell(p.label, ms, p.N, p.n, members=sample.members[h]))
     record = ReleaseRecord(name or f"stratified mean of {', '.join(model.variables)}", "stratified",
@@ -260,7 +280,7 @@ def release_stratified(model, sample, values, *, ledger: PrivacyLedger | None = 
                            target_epsilon=float(model.epsilon), details=_design_details(model, n, plan))
     ledger.charge(record)             # raises BudgetExceeded before any noise is drawn
     # clamp, then noise (every draw by OpenDP)
-    Yc = np.clip(Y, lo, hi)
+    Yc = np.clip(Y, lo[None, :], hi[None, :])         # variable j to its own [lo_j, hi_j]
     clamped = np.zeros((model.k, model.J), dtype=np.int64)
     Z = np.empty_like(Yc)
     for h, p in enumerate(progress_iter(plan, "release", progress)):
@@ -274,7 +294,8 @@ def release_stratified(model, sample, values, *, ledger: PrivacyLedger | None = 
     return StratifiedRelease(list(model.variables), est["estimate"], est["se"], est["ci"], confidence,
                              list(model.labels), model.N.copy(), np.asarray(n).copy(), est["stratum_mean"],
                              est["stratum_se"], record.epsilon, record, ledger, clamped, est["message"],
-                             {"mechanism": mech, "value_range": [lo, hi]})
+                             {"mechanism": mech, "value_range": _range_record(model),
+                              "value_ranges": [[float(a), float(b)] for a, b in model.value_ranges]})
 
 
 def _warn_if_useless(model, n, plan, confidence: float) -> None:
@@ -290,8 +311,8 @@ def _warn_if_useless(model, n, plan, confidence: float) -> None:
     S2 = model.sigma2_matrix
     se = np.sqrt(np.sum((W ** 2 / n)[:, None] * ((1 - f)[:, None] * S2 + gamma2), axis=0))
     width = 2 * float(norm.ppf(0.5 + confidence / 2)) * se
-    lo, hi = model.value_range
     for j, v in enumerate(model.variables):
+        lo, hi = model.value_range_of(j)        # each variable against its own range
         if width[j] > hi - lo:
             warnings.warn(f"variable {v!r}: the planned {confidence:.0%} interval is {width[j]:.4g} wide (SE "
                           f"{se[j]:.4g}), wider than its value range [{lo:g}, {hi:g}]: the release would tell "
@@ -321,9 +342,10 @@ def _check_plan(dp, model, n, plan) -> list[StratumPlan]:
     if len(plan) != model.k:
         raise ValueError(f"plan has {len(plan)} strata but the design has {model.k}")
     mechanism = _opendp.releasable(model.mechanism)
-    mech, sens, eps = mechanism.name, float(model.sensitivity), float(model.epsilon)
+    mech, sens, eps = mechanism.name, _sensitivity_record(model), float(model.epsilon)
     shares = [float(x) for x in model.shares]
-    d_in = mechanism.sensitivity_argument(sens)
+    deltas = [model.sensitivity_of(j) for j in range(model.J)]
+    d_in = [mechanism.sensitivity_argument(d) for d in deltas]
     out = []
     for h, p in enumerate(plan):
         want = {"label": model.labels[h], "N": int(model.N[h]), "n": int(n[h]), "epsilon_target": eps,
@@ -339,8 +361,8 @@ def _check_plan(dp, model, n, plan) -> list[StratumPlan]:
         for j, s in enumerate(p.scales):
             if not (isinstance(s, float) and math.isfinite(s) and s > 0):
                 raise ValueError(f"plan[{h}].scales[{j}] must be a finite float > 0, got {s!r}")
-            spent.append(float(mechanism.opendp_measurement(dp, s).map(d_in)))
-        cell = Cell(p.label, [Measurement("", mech, sens, s, e) for s, e in zip(p.scales, spent)], p.N, p.n)
+            spent.append(float(mechanism.opendp_measurement(dp, s).map(d_in[j])))
+        cell = Cell(p.label, [Measurement("", mech, d, s, e) for d, s, e in zip(deltas, p.scales, spent)], p.N, p.n)
         if spent != [float(e) for e in p.nominal_spent] or not cell.epsilon <= eps:
             raise ValueError(f"plan[{h}] (stratum {p.label!r}): its scales spend nominal epsilon {spent!r}, "
                              f"amplified {cell.epsilon!r}, not what it records or above epsilon {eps!r}")
@@ -394,8 +416,8 @@ def estimate_stratified(Z, stratum, N, n, noise_variance, confidence: float = 0.
 def _design_details(model, n, plan) -> dict:
     return {"design": {"labels": list(model.labels), "N": model.N.tolist(), "n": [int(x) for x in n],
                        "epsilon": float(model.epsilon), "mechanism": model.mechanism.name,
-                       "value_range": list(model.value_range) if model.value_range else None,
-                       "sensitivity": float(model.sensitivity), "variables": list(model.variables),
+                       "value_range": _range_record(model),
+                       "sensitivity": _sensitivity_record(model), "variables": list(model.variables),
                        "shares": [float(s) for s in model.shares]},
             "amplification": [{"stratum": p.label, "N": p.N, "n": p.n, "rate": p.n / p.N,
                                "nominal_target": p.nominal_target, "nominal_spent": p.nominal_spent,

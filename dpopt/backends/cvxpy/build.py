@@ -23,8 +23,9 @@ def dcp_coefficients(d: StratifiedDesign):
     """(a, b, const) with f_i(n) = a_i/n + b_i n + const_i, or raise CvxpyUnsupported."""
     form = d.linear_noise_form()
     if form is None:
-        why = d.mechanism.support("growth_coefficients", d.sensitivity)
-        raise CvxpyUnsupported(f"mechanism {d.mechanism.name!r} with sensitivity {d.sensitivity:g} is not DCP: "
+        sens = ", ".join(f"{x:g}" for x in d.sensitivities)
+        why = d.mechanism.support("growth_coefficients", d.sensitivity_of(0))
+        raise CvxpyUnsupported(f"mechanism {d.mechanism.name!r} with sensitivity {sens} is not DCP: "
                                + (str(why) if not why else "its growth form holds for one variable at the whole "
                                   "budget with coefficients >= 0"))
     return form
@@ -49,7 +50,7 @@ def _objective_expr(d: StratifiedDesign, n, form: str, upper=None):
         return a @ cp.inv_pos(n) + b @ n + float(const.sum())
     lcn = d.log_c + d.log_N
     hi = d.N.astype(float) if upper is None else np.asarray(upper, dtype=float)
-    large = np.logaddexp(0.0, lcn - np.log(hi)) >= d.sensitivity   # L_i/Δ ≥ 1 on the whole range
+    large = np.logaddexp(0.0, lcn - np.log(hi)) >= d.sensitivity_of(0)   # L_i/Δ ≥ 1 on the whole range
     parts = []
     for flag in (False, True):
         idx = np.flatnonzero(large == flag)
@@ -57,7 +58,7 @@ def _objective_expr(d: StratifiedDesign, n, form: str, upper=None):
             continue
         m = n[idx]
         L = cp.logistic(lcn[idx] - cp.log(m))
-        noise = noise_variance_hook(d.mechanism)(cp, L, d.sensitivity, large=bool(flag))
+        noise = noise_variance_hook(d.mechanism)(cp, L, d.sensitivity_of(0), large=bool(flag))
         parts.append(cp.sum(cp.multiply(d.alpha2[idx], cp.multiply(d.sigma2[idx] + noise, cp.power(m, -1)))))
     return parts[0] if len(parts) == 1 else parts[0] + parts[1]
 
@@ -75,7 +76,7 @@ def term_expression(model, i, var, variable=0):
     idx = np.atleast_1d(np.asarray(i, dtype=np.int64))
     form = d._unit_linear_form(j, idx)
     if form is None:
-        raise CvxpyUnsupported(f"the unit term of mechanism {d.mechanism.name!r} (sensitivity {d.sensitivity:g}, "
+        raise CvxpyUnsupported(f"the unit term of mechanism {d.mechanism.name!r} (sensitivity {d.sensitivity_of(j):g}, "
                                f"budget share {float(d.shares[j]):g}) has no DCP form (only DLap/TuLap with "
                                "sensitivity 1 and the whole budget have); write the row in Pyomo "
                                "(dpopt.backends.pyomo.term_expression)")
