@@ -180,7 +180,9 @@ def _value_range(value_range, name: str = "value_range") -> tuple[float, float]:
 
 
 def _is_scalar(value) -> bool:
-    return not isinstance(value, (Mapping, list, tuple, np.ndarray)) or np.ndim(value) == 0
+    if isinstance(value, np.ndarray):
+        return value.ndim == 0
+    return not isinstance(value, (Mapping, list, tuple))
 
 
 def _per_variable(name: str, value, variables, one) -> list:
@@ -332,6 +334,9 @@ class StratifiedDesign(Model):
         out = np.empty(self.J)
         for j in range(self.J):
             d = None if sens is None else sens[j]
+            if d is not None and (not _is_scalar(d) or isinstance(d, str)):
+                raise TypeError(f"sensitivity{tag(j)} must be a number (give one per variable as a flat list), "
+                                f"got {d!r}")
             if ranges is not None:
                 width = float(ranges[j, 1] - ranges[j, 0])
                 if d is not None and float(d) != width:
