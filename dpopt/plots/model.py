@@ -129,7 +129,7 @@ def _breakdown_figure(plt, design, n, order, labels, out, stem):
     the mean under this design, proportional and Neyman allocation. Other objectives: the objective terms."""
     k = design.k
     b = design.variance_breakdown(n)
-    mean = design.objective_kind == "mean" and b["total"] > 0
+    mean = design.objective_kind == "mean" and design.J == 1 and b["total"] > 0
     unit = b["variance_of_mean"] / b["total"] if mean else 1.0
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, max(4.0, 0.2 * k + 1.5)),
                                  gridspec_kw={"width_ratios": [3, 1]})
@@ -148,7 +148,8 @@ def _breakdown_figure(plt, design, n, order, labels, out, stem):
                      ("Neyman", _baseline(design, "neyman"))):
         if pt is not None:
             v = float(design.objective_value(pt))
-            names.append(name)
+            # a baseline that breaks the model's rows (targets, budget) is no rival: say so under its bar
+            names.append(name if name == "this" or design.is_feasible(pt) else f"{name}\n(misses targets\nor rows)")
             values.append(np.sqrt(v * unit) if mean else v)
     a2.bar(names, values, color=["tab:blue", "0.6", "tab:green"][:len(names)])
     a2.set_ylabel("SE of the estimated mean" if mean else "objective g(n)")
