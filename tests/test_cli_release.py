@@ -189,8 +189,8 @@ def test_design_min_per_stratum_and_domains_and_refusal_before_spending(tmp_path
     assert main(base + ["--out", str(one)]) == 0
     capsys.readouterr()
     m1, _ = modelfile.load(one)
-    if int(m1.solve().n[2]) != 1:
-        pytest.skip("the design did not put one unit in stratum C")
+    # the setting makes stratum C (4 people) get one unit: the premise of the test, checked, not assumed
+    assert int(m1.solve().n[2]) == 1 and m1.N[2] == 4
     rc = main(["release", str(one), "--frame", str(frame), "--seed", "5", "--out", str(tmp_path / "out")])
     assert rc == 2 and not (tmp_path / "out").exists()
     _one_error_line(capsys, "'C'", "1 sampled unit", "Nothing was spent", "min_per_stratum")

@@ -48,7 +48,11 @@ def test_domain_targets_equal_brute_force(seed):
         mech = ("laplace", "dlap", "tulap")[int(rs.integers(3))]
         eps = float(rs.choice([0.2, 0.7, 1.5, 4.0]))
         d, mech, eps = _instance(rs, k, domains, eps, mech, (0.92, 1.2) if rs.integers(4) else (0.3, 0.8))
-        assert domain_structure(program_of(d)) is not None
+        # the route found exactly the domains the instance was built with (the targets' own strata)
+        found = domain_structure(program_of(d))
+        assert found is not None
+        assert sorted(tuple(sorted(p)) for p, _, _ in found) == \
+            sorted(tuple(sorted(t.strata)) for t in d.precision_targets)
         ref = _oracle(d, mech, eps, "mean")
         outcomes.append(_check(d, ref))
         if outcomes[-1] == "optimal":

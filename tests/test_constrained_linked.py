@@ -68,7 +68,12 @@ def test_linked_domains_equal_brute_force(seed):
     for _ in range(20):
         d, mech, eps, objective = _instance(rs, J=1 if rs.integers(3) else 2)
         prog = program_of(d)
-        assert C.linked_groups(prog) is not None
+        # the groups are the instance's domains (the targets' own strata), plus the strata in none of them
+        found = C.linked_groups(prog)
+        assert found is not None
+        domains = {tuple(sorted(t.strata)) for t in d.precision_targets}
+        rest = tuple(sorted(set(range(d.k)) - {i for dom in domains for i in dom}))
+        assert sorted(tuple(sorted(p)) for p, _ in found[1]) == sorted(domains | ({rest} if rest else set()))
         ref = _oracle(d, mech, eps, objective)
         outcomes.append(_check(d, ref))
         if outcomes[-1] == "optimal":

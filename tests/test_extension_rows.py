@@ -17,8 +17,6 @@ import pytest
 import dpopt
 from dpopt import StratifiedDesign, Status
 
-pytest.importorskip("pyomo")
-pytest.importorskip("pyscipopt")
 
 N = np.array([20, 30, 25, 16])
 S2 = np.array([[1.0, 0.3], [3.0, 2.0], [0.5, 1.5], [2.0, 0.7]])
@@ -120,9 +118,9 @@ def test_row_expression_matches_the_program_row():
 def test_user_row_on_cvxpy_problem_with_budget_and_target():
     """The same on build_cvxpy_problem (DLap: DCP, one variable, SCIP through cvxpy), the user row from
     dpopt.backends.cvxpy.term_expression; several variables at budget shares < 1 are refused with the reason."""
-    cp = pytest.importorskip("cvxpy")
-    if "SCIP" not in cp.installed_solvers():
-        pytest.skip("SCIP through cvxpy is not installed")
+    import cvxpy as cp
+
+    assert "SCIP" in cp.installed_solvers()      # pyscipopt is a required dependency: cvxpy must see it
     from dpopt.backends.cvxpy import CvxpyUnsupported, term_expression
 
     s2 = S2[:, 0]

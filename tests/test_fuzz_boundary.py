@@ -146,8 +146,6 @@ def test_boundary_targets_fuzz(route, monkeypatch):
 
 def test_boundary_targets_pyomo():
     """Pyomo (SCIP) on a few boundary instances: its answer, repaired or not, passes the one test."""
-    pytest.importorskip("pyomo.environ")
-    pytest.importorskip("pyscipopt")
     checked = 0
     for seed in range(12):
         I, model = build(1900 + seed, "mean")

@@ -30,7 +30,7 @@ def _load(solver_options, solver="highs", backend="pyomo"):
 def _highs_options(tmp_path):
     """{name: HighsOptionType name} of every HiGHS option (written by HiGHS itself, plus the Python
     attributes of its options object)."""
-    highspy = pytest.importorskip("highspy")
+    import highspy
     from dpopt.backends._output import new_highs
     h = new_highs()
     dump = tmp_path / "highs_options.txt"
@@ -47,7 +47,7 @@ def _highs_options(tmp_path):
 
 
 def _scip_params():
-    pyscipopt = pytest.importorskip("pyscipopt")
+    import pyscipopt
     params = pyscipopt.Model().getParams()
     assert len(params) > 1000
     return params
@@ -162,7 +162,6 @@ def test_seeded_fuzz_of_model_file_solver_options(tmp_path):
     ('{ "visual/vbcfilename" = "%s" }', "scip"),
 ])
 def test_cli_solve_refuses_file_touching_options_and_writes_nothing(tmp_path, capsys, options, solver):
-    pytest.importorskip("pyomo.environ")
     target = tmp_path / "outside" / "written.txt"
     target.parent.mkdir()
     if "read_solution_file" in options:
@@ -209,7 +208,6 @@ def test_readme_lists_the_model_file_solver_options():
                                          ("scip", {"nonsense": 1}), ("scip", {"limits/time": "x"})])
 def test_secant_route_refuses_nonsense_solver_options(backend, solver, bad):
     """The secant MILP (constrained designs) checks solver_options like every other Pyomo route."""
-    pytest.importorskip("pyomo.environ")
     from dpopt import StratifiedDesign
     from dpopt._validate import InvalidOption
     d = StratifiedDesign(N=[30, 40, 50], sigma2=[1.0, 2.0, 3.0], total=40, epsilon=1.0).add_constraint(

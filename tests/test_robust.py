@@ -73,9 +73,6 @@ def test_zero_rhs_row_scaled_by_its_coefficients():
 
 @pytest.mark.parametrize("solver", ["highs", "scip"])
 def test_zero_rhs_row_pyomo_secant(solver):
-    pytest.importorskip("pyomo")
-    if solver == "scip":
-        pytest.importorskip("pyscipopt")
     d, best = _ratio_model()
     sol = d.solve(backend="pyomo", solver=solver, time_limit=60)
     # main: HiGHS 'infeasible', SCIP 'optimal' at a design 1.2 % worse (both from nan coefficients)
@@ -222,8 +219,6 @@ def test_user_derived_quantity_disagreeing_with_variance_is_refused():
 # ---------------------------------------------------------------------------------- build_pyomo_model
 @pytest.mark.parametrize("mech,J", [("laplace", 1), ("dlap", 2), ("tulap", 2), ("laplace", 2)])
 def test_build_pyomo_model_writes_precision_targets(mech, J):
-    pytest.importorskip("pyomo")
-    pytest.importorskip("pyscipopt")
     import pyomo.environ as pe
 
     from dpopt.backends.pyomo.build import build_pyomo_model
@@ -260,7 +255,6 @@ def test_build_pyomo_model_writes_precision_targets(mech, J):
 
 
 def test_build_pyomo_milp_refuses_precision_targets():
-    pytest.importorskip("pyomo")
     from dpopt.backends.pyomo.build import PyomoUnsupported, build_pyomo_model
 
     d = StratifiedDesign([20, 30], [1.0, 2.0], 20, 1.0, lower=[2, 2], upper=[18, 18])

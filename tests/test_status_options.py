@@ -238,7 +238,6 @@ def test_time_limit_at_the_cap_reaches_scip():
 
 
 def test_solver_time_limit_in_solver_options_is_refused():
-    pytest.importorskip("pyscipopt")
     with pytest.raises(V.InvalidOption, match="time_limit"):
         _stratified().solve(backend="pyomo", solver="scip", solver_options={"limits/time": 1e20})
 

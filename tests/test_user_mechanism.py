@@ -102,7 +102,6 @@ def test_an_opendp_measurement_alone_does_not_release_approximate_dp():
 
 @pytest.mark.parametrize("eps", [0.05, 1.0, 8.0])
 def test_adding_the_pyomo_form_outside_dpopt_is_accepted_by_scip(eps):
-    pytest.importorskip("pyscipopt")
     best, _ = _brute_force(eps)
     d = _design(user.GaussianWithPyomo(), eps)
     assert d.mechanism.support("pyomo_variance")

@@ -137,7 +137,6 @@ def test_exact_equals_brute_force(mech, ranges):
 
 
 def test_milp_routes_use_each_variables_sensitivity():
-    pytest.importorskip("pyomo")
     N, S2, eps, total = [7, 12, 9], [[4e5, 1.0], [9e5, 16.0], [1e4, 30.0]], 0.8, 11
     d = StratifiedDesign(N, S2, total, eps, variables=["wage", "educ"], value_range=RANGES, shares=[0.6, 0.4])
     g, _ = _brute(d, N, S2, eps, total, RANGES, [0.6, 0.4])
@@ -147,7 +146,7 @@ def test_milp_routes_use_each_variables_sensitivity():
 
 
 def test_pyomo_term_expression_reads_delta_j():
-    pe = pytest.importorskip("pyomo.environ")
+    import pyomo.environ as pe
     from dpopt.backends.pyomo import term_expression
     d = _two()
     m = pe.ConcreteModel()
