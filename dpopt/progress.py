@@ -8,17 +8,18 @@ from __future__ import annotations
 import sys
 
 
-def progress_bar(total: int, label: str, enabled: bool):
-    """A tqdm bar of ``total`` steps labelled ``label`` (disabled: a no-op with the same methods)."""
+def _bar(label: str, enabled: bool, **kw):
     from tqdm import tqdm
 
-    return tqdm(total=max(int(total), 1), desc=label, disable=not enabled, file=sys.stderr, leave=False,
-                dynamic_ncols=True, mininterval=0.2)
+    return tqdm(desc=label, disable=not enabled, file=sys.stderr, leave=False, dynamic_ncols=True,
+                mininterval=0.2, **kw)
+
+
+def progress_bar(total: int, label: str, enabled: bool):
+    """A tqdm bar of ``total`` steps labelled ``label`` (disabled: a no-op with the same methods)."""
+    return _bar(label, enabled, total=max(int(total), 1))
 
 
 def progress_iter(items, label: str, enabled: bool):
     """``items`` with a tqdm bar over them (labelled ``label``) when ``enabled``."""
-    from tqdm import tqdm
-
-    return tqdm(items, desc=label, disable=not enabled, file=sys.stderr, leave=False, dynamic_ncols=True,
-                mininterval=0.2)
+    return _bar(label, enabled, iterable=items)

@@ -31,7 +31,7 @@ def _highs_options(tmp_path):
     """{name: HighsOptionType name} of every HiGHS option (written by HiGHS itself, plus the Python
     attributes of its options object)."""
     import highspy
-    from dpopt.backends._output import new_highs
+    from dpopt.backends._highs import new_highs
     h = new_highs()
     dump = tmp_path / "highs_options.txt"
     assert h.writeOptions(str(dump)) == highspy.HighsStatus.kOk

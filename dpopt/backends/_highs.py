@@ -1,4 +1,10 @@
-"""HiGHS's process-wide thread scheduler (not a backend: ``_`` modules are not registered).
+"""HiGHS's process-wide state, in one place (not a backend: ``_`` modules are not registered): its banner and
+its thread scheduler.
+
+HiGHS (≥ 1.16) prints a copyright banner on stdout when the first ``Highs`` object of a process is made,
+which would reach stdout (and break ``--json`` output piped to another program). :func:`new_highs` makes
+every HiGHS object dpopt uses, and :func:`absorb_highs_banner` makes the first one with its output sent
+nowhere before a model is handed to Pyomo's or cvxpy's HiGHS interface.
 
 HiGHS runs every solve of a process on one global task scheduler, created with ``threads`` workers at the
 first solve and never resized: a later solve asking for another ``threads`` value fails before it starts
@@ -18,6 +24,7 @@ import os
 import sys
 
 from .. import _validate as V
+from ._output import descriptor_output
 
 
 def max_threads() -> int:
@@ -64,3 +71,30 @@ def _reset_after_fork() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+_BANNER_SHOWN = False
+
+
+def absorb_highs_banner() -> None:
+    """Make the process's first HiGHS object with its output sent nowhere, so that the banner HiGHS prints
+    then is not printed later by Pyomo's or cvxpy's HiGHS interface (call before handing a model to them)."""
+    global _BANNER_SHOWN
+    if _BANNER_SHOWN:
+        return
+    import highspy
+
+    with descriptor_output(False):
+        highspy.Highs()
+    _BANNER_SHOWN = True
+
+
+def new_highs(verbose: bool = False):
+    """A ``highspy.Highs`` object with its log on stderr when ``verbose``, else silent; the banner of the
+    process's first HiGHS object goes nowhere."""
+    import highspy
+
+    absorb_highs_banner()
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", bool(verbose))
+    return h

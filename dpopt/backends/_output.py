@@ -3,10 +3,8 @@ registered).
 
 Solvers written in C/C++ (SCIP, HiGHS) print straight to file descriptors 1 and 2, past Python's
 ``sys.stdout``. dpopt prints nothing a solver says unless asked: :func:`descriptor_output` points both
-descriptors at stderr (``verbose``) or at the null device for the duration of a call, and
-:func:`new_highs` makes every HiGHS object dpopt uses, so that the copyright banner HiGHS (≥ 1.16) prints
-when the first ``Highs`` object of a process is made never reaches stdout (where it would also break
-``--json`` output piped to another program).
+descriptors at stderr (``verbose``) or at the null device for the duration of a call. (HiGHS's banner on
+its first use in a process is kept off stdout by :mod:`dpopt.backends._highs`.)
 """
 
 from __future__ import annotations
@@ -54,30 +52,3 @@ def descriptor_output(verbose: bool):
             os.dup2(saved[1], 2)
             for fd in (*saved, target):
                 os.close(fd)
-
-
-_BANNER_SHOWN = False
-
-
-def absorb_highs_banner() -> None:
-    """Make the process's first HiGHS object with its output sent nowhere, so that the banner HiGHS prints
-    then is not printed later by Pyomo's or cvxpy's HiGHS interface (call before handing a model to them)."""
-    global _BANNER_SHOWN
-    if _BANNER_SHOWN:
-        return
-    import highspy
-
-    with descriptor_output(False):
-        highspy.Highs()
-    _BANNER_SHOWN = True
-
-
-def new_highs(verbose: bool = False):
-    """A ``highspy.Highs`` object with its log on stderr when ``verbose``, else silent; the banner of the
-    process's first HiGHS object goes nowhere."""
-    import highspy
-
-    absorb_highs_banner()
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", bool(verbose))
-    return h

@@ -8,7 +8,7 @@ import numpy as np
 
 from ...models.stratified import MinCostDesign, StratifiedDesign
 from ...numerics import fill_cheapest
-from .._output import absorb_highs_banner
+from .._highs import absorb_highs_banner
 
 
 class CvxpyUnsupported(ValueError):

@@ -37,7 +37,7 @@ from ...numerics import bisect
 from ...registry import register
 from ...result import Certificate, Solution, Status
 from .. import _status
-from .._output import absorb_highs_banner
+from .._highs import absorb_highs_banner
 
 _DESC = "cvxpy models (HiGHS / Clarabel / SCIP through cvxpy)"
 

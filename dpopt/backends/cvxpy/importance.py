@@ -30,7 +30,7 @@ from ...models.importance import DEFAULT_REL_GAP, ImportanceSampling, log_target
 from ...registry import register
 from ...result import Solution, Status
 from .. import _status
-from .._output import absorb_highs_banner
+from .._highs import absorb_highs_banner
 
 _DESCRIPTION = "cvxpy modelling layer (conic solvers: Clarabel, SCS, ...)"
 

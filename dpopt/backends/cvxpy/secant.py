@@ -11,7 +11,7 @@ from ...result import Solution, Status
 from .. import _status
 from .._secant import _CVXPY_SOLVERS, _finish, _prepare
 from .._status import status_of
-from .._output import absorb_highs_banner
+from .._highs import absorb_highs_banner
 
 
 def solve_cvxpy(model, **options) -> Solution:

@@ -41,7 +41,7 @@ _DESCRIPTION = ("cvxpy: DCP (DLap/TuLap) with Clarabel / SCIP; DNLP with IPOPT (
                 "certified gap otherwise")
 
 
-from .._output import absorb_highs_banner
+from .._highs import absorb_highs_banner
 from .build import (CvxpyUnsupported, _design, noise_variance_hook, build_cvxpy_problem,  # noqa: F401
                     dcp_coefficients, linearisation_bound)
 

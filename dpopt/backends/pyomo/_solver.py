@@ -40,8 +40,8 @@ from ..._validate import InvalidOption
 from ...options import DEFAULT_TIME_LIMIT
 from ...result import Status
 from .. import _status
-from .._highs import check_threads, prepare_threads
-from .._output import descriptor_output, new_highs
+from .._highs import check_threads, new_highs, prepare_threads
+from .._output import descriptor_output
 
 #: dpopt's solver names → Pyomo factory names. The only solver names the pyomo backends accept.
 SOLVERS: dict[str, str] = {"scip": "scip_direct", "highs": "appsi_highs", "ipopt": "ipopt"}

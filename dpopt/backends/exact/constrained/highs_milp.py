@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ....formulations.separable import secant_milp
-from ..._output import new_highs
+from ..._highs import new_highs
 from ..._status import status_of
 
 #: seconds past time_limit after which a MIP that HiGHS has not stopped is stopped from outside
