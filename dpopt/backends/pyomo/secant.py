@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 
+from ...feasibility import FEASIBILITY_TOL
 from ...result import Solution, Status
 from .. import _status
 from .._secant import _PYOMO_SOLVERS, _finish, _prepare
@@ -15,7 +16,6 @@ from . import _solver as PY
 
 
 #: a constant row (every stratum in it fixed by its bounds) holds within this, relative to its right-hand side
-_CONSTANT_ROW_TOL = 1e-9
 
 
 def solve_pyomo(model, **options) -> Solution:
@@ -45,7 +45,8 @@ def solve_pyomo(model, **options) -> Solution:
         if starts[r] == starts[r + 1]:
             # a row over strata all fixed by their bounds is a constant (0 in the MILP's row units): Pyomo
             # refuses it as a trivial Boolean, so it is decided here (violated: the model is infeasible)
-            if rlo[r] > _CONSTANT_ROW_TOL or rhi[r] < -_CONSTANT_ROW_TOL:
+            # (rows are scaled to magnitude 1: the one feasibility tolerance applies as it is)
+            if rlo[r] > FEASIBILITY_TOL or rhi[r] < -FEASIBILITY_TOL:
                 return Solution(status=Status.INFEASIBLE, solver=prep["solver"], wall_time=time.perf_counter() - t0,
                                 message=f"secant MILP row {r} covers only strata fixed by their bounds and its "
                                         f"constant value violates it (range [{rlo[r]:.6g}, {rhi[r]:.6g}] in the "

@@ -49,7 +49,7 @@ def unreachable_rows(prog, integer: bool = True) -> str | None:
         if integer:
             unreachable = low > r.rhs + allow[l]
         else:
-            unreachable = low - r.rhs - allow[l] > 1e-9 * max(abs(r.rhs), abs(low))
+            unreachable = low - r.rhs - allow[l] > FEASIBILITY_TOL * max(abs(r.rhs), abs(low))
         if unreachable:
             return _unreachable_message(r, low)
     return None

@@ -14,6 +14,7 @@ import copy
 
 import numpy as np
 
+from ....feasibility import FEASIBILITY_TOL
 from ....numerics import fill_cheapest
 
 _COST_BUDGET = "cost budget"
@@ -54,7 +55,7 @@ def explain(model, relax) -> str | None:
     if fixed_total and budget is not None:
         # the fixed total alone costs at least the cheapest strata filled first (the continuous knapsack)
         least = float(design.cost @ fill_cheapest(design.cost, design.lower, design.upper, design.total))
-        if least > budget * (1 + 1e-9):
+        if least > budget * (1 + FEASIBILITY_TOL):
             return (f"a total sample of {design.total} costs at least {least:.6g} (the cheapest strata first, "
                     f"within the bounds); the budget is {budget:.6g}")
     if not targets:
@@ -66,14 +67,14 @@ def explain(model, relax) -> str | None:
             continue
         c = np.ones(design.k) if cost is None else np.asarray(cost, dtype=float)
         alone = [(t, _least(design, c, [t], relax)) for t in targets]
-        over = [t for t, need in alone if need is not None and need > limit * (1 + 1e-9)]
+        over = [t for t, need in alone if need is not None and need > limit * (1 + FEASIBILITY_TOL)]
         if over:
             needs = max(need for t, need in alone if t in over)
             out.append(f"the precision target(s) {_names(over)} need {what} of at least {needs:.6g}; {unit} "
                        f"{limit:.6g}")
             continue
         together = _least(design, c, targets, relax)
-        if together is not None and together > limit * (1 + 1e-9):
+        if together is not None and together > limit * (1 + FEASIBILITY_TOL):
             out.append(f"the precision targets {_names(targets)} together need {what} of at least "
                        f"{together:.6g}; {unit} {limit:.6g}")
     return "; ".join(out) + " (continuous bounds: no integer design does better)" if out else None

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ....feasibility import FEASIBILITY_TOL
 from ....formulations.separable import secant_milp
 from ..._highs import new_highs
 from ..._status import status_of
@@ -34,9 +35,9 @@ def highs_model(milp, integer: bool = True, verbose: bool = False):
     import highspy
 
     h = new_highs(verbose)
-    # rows hold to 1e-9 (dpopt's own feasibility test is 1e-9 relative)
-    h.setOptionValue("primal_feasibility_tolerance", 1e-9)
-    h.setOptionValue("mip_feasibility_tolerance", 1e-9)
+    # rows (scaled to magnitude 1) hold to dpopt's one feasibility tolerance
+    h.setOptionValue("primal_feasibility_tolerance", FEASIBILITY_TOL)
+    h.setOptionValue("mip_feasibility_tolerance", FEASIBILITY_TOL)
     ncol = milp.c.size
     R, C, Vv, rlo, rhi = milp.to_coo()
     order = np.lexsort((R, C))
