@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _validate as V
-from ..options import DEFAULT_REL_GAP, DEFAULT_TIME_LIMIT
+from ..options import DEFAULT_REL_GAP, time_limit_or_default
 from ..formulations.separable import program_of, ranges, secant_milp
 from ..formulations.solution import solution_from
 from ..result import Solution, Status
@@ -37,8 +37,7 @@ def _prepare(model, options, solvers):
         return None, Solution(status=Status.UNSUPPORTED, message=f"the secant MILP of a constrained design runs on "
                               f"{', '.join(sorted(solvers))}, not {options.get('solver')!r}")
     # (the names are matched against this fixed list only; nothing the caller wrote reaches a solver factory)
-    time_limit = options.get("time_limit")
-    time_limit = DEFAULT_TIME_LIMIT if time_limit is None else V.time_limit(time_limit)
+    time_limit = time_limit_or_default(options.get("time_limit"))
     gap = options.get("rel_gap")
     gap = DEFAULT_REL_GAP if gap is None else V.option(V.real, "rel_gap", gap)
     if not 0 <= gap < 1:

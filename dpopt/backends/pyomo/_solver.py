@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 from ... import _validate as V
 from ..._validate import InvalidOption
-from ...options import DEFAULT_TIME_LIMIT
+from ...options import DEFAULT_TIME_LIMIT, time_limit_or_default  # noqa: F401  (DEFAULT_TIME_LIMIT: re-exported)
 from ...result import Status
 from .. import _status
 from .._highs import check_threads, new_highs, prepare_threads
@@ -128,7 +128,7 @@ def check_options(time_limit, rel_gap, verbose, solver_options, extra: dict,
         rel_gap = V.rel_gap(rel_gap)
     verbose = V.verbose(verbose)
     solver_options = V.solver_options(solver_options)
-    return SolveOptions(DEFAULT_TIME_LIMIT if tl is None else tl, tl is None, rel_gap, verbose,
+    return SolveOptions(time_limit_or_default(tl), tl is None, rel_gap, verbose,
                         dict(solver_options))
 
 

@@ -11,7 +11,7 @@ from .... import _validate as V
 from ....formulations.separable import FEASIBILITY_TOL, safe_lower
 from .inner import inner_continuous, inner_integer, phi
 
-from ....options import DEFAULT_REL_GAP, DEFAULT_TIME_LIMIT  # noqa: E402  (the one default of every backend)
+from ....options import DEFAULT_REL_GAP, DEFAULT_TIME_LIMIT, time_limit_or_default  # noqa: E402, F401
 FEAS_TOL = FEASIBILITY_TOL        # the one feasibility test's tolerance (formulations.separable)
 _CONVEXITY_POINTS = 30_000_000     # increments checked for terms not proven convex (~1 s per 10^7, measured)
 
@@ -21,9 +21,8 @@ def check_options(rel_gap, time_limit, verbose):
     if not 0 <= rel_gap < 1:
         raise V.InvalidOption(f"rel_gap must be in [0, 1), got {rel_gap:g}")
     verbose = V.option(V.flag, "verbose", verbose)
-    time_limit = V.time_limit(time_limit)
     # HiGHS runs inside: a solve always ends, as with the other routes' external solvers
-    return rel_gap, DEFAULT_TIME_LIMIT if time_limit is None else time_limit, verbose
+    return rel_gap, time_limit_or_default(time_limit), verbose
 
 
 def convexity(model):
