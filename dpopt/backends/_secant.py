@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _validate as V
-from ..options import DEFAULT_REL_GAP, time_limit_or_default
+from ..options import DEFAULT_REL_GAP, DEFAULT_TIME_LIMIT, time_limit_or_default  # noqa: F401
 from ..formulations.separable import program_of, ranges, secant_milp
 from ..formulations.solution import solution_from
 from ..result import Solution, Status
