@@ -248,7 +248,7 @@ def test_repair_finds_the_best_single_exchange_by_brute_force():
     """Oracle: every single exchange of one unit between two strata, enumerated."""
     from itertools import permutations
 
-    from dpopt.backends.pyomo.stratified import max_violation, repair_integer_point
+    from dpopt.formulations.repair import max_violation, repair_integer_point
     m = _tight_cost_budget(1)
     ref = m.solve(backend="exact").n
     for start in (ref + np.array([0, 1, -1, 0, 0]), ref + np.array([1, 0, 0, 0, -1])):

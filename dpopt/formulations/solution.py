@@ -16,6 +16,7 @@ import time
 import numpy as np
 
 from ..result import Certificate, Solution, Status
+from .repair import repair_integer_point   # model-level unit moves
 from .separable import SeparableProgram, program_of
 
 #: the solver statuses :func:`solution_from` reads (a :class:`Status` or one of these words); anything else
@@ -66,7 +67,6 @@ def solution_from(model, point, bound: float, solver_status, *, rel_gap: float |
             worst = float(np.max(prog.violation(clipped.astype(float)))) if prog.m else 0.0
         fixed = None
         if repair:
-            from ..backends.pyomo.feasibility import repair_integer_point   # model-level unit moves
             fixed = repair_integer_point(model, clipped)
         message += (f"; the solver's point violated a row by {worst:.2e} (relative), within its own tolerance"
                     + (("; repaired by unit moves (optimal only if its gap to the bound proves it)" if fixed is not None

@@ -53,7 +53,7 @@ from .._routes import secant_for_extended
 from .secant import solve_pyomo
 from .build import (DEFAULT_MAX_MILP_VARS, FORMULATIONS, PyomoUnsupported, _ranges,  # noqa: F401 (public here)
                     build_pyomo_model)
-from .feasibility import (FEASIBILITY_TOL, SOLVER_TOL, known_feasible_point, max_violation,  # noqa: F401
+from ...formulations.repair import (FEASIBILITY_TOL, SOLVER_TOL, known_feasible_point, max_violation,  # noqa: F401
                           repair_integer_point)
 
 _DESCRIPTION = "Pyomo models: SCIP MINLP/NLP (scip_direct), HiGHS incremental MILP (appsi_highs), IPOPT if installed"

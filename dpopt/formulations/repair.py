@@ -1,6 +1,7 @@
-"""Checks of a Pyomo answer against the model itself: the largest relative violation, the repair of a
-rounded integer point by unit moves, and a point the model certifies feasible (used to recognise a
-solver's wrong ``infeasible`` claim)."""
+"""Checks of a solver's answer against the model itself, for every backend: the largest relative violation,
+the repair of a rounded integer point by unit moves (what :func:`solution_from` applies to a point a solver
+accepted within its own tolerance), and a point the model certifies feasible (used to recognise a solver's
+wrong ``infeasible`` claim)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ import math
 
 import numpy as np
 
-from ...models.stratified import MinCostDesign, StratifiedDesign
+from ..models.stratified import MinCostDesign, StratifiedDesign
 
 
 # the one feasibility test and its tolerance (docs/constrained.md): an integer point is feasible only if
 # model.is_feasible accepts it; FEASIBILITY_TOL is re-exported here for the callers that report violations
-from ...formulations.separable import FEASIBILITY_TOL, program_of  # noqa: E402,F401
+from .separable import FEASIBILITY_TOL, program_of  # noqa: E402,F401
 
 # a rounded solver point is worth repairing by unit moves when it violates a row by at most the solver's own
 # feasibility tolerance (relative, as the test measures it); a *real* relaxation point is returned (as
@@ -78,7 +79,7 @@ def known_feasible_point(model):
     largest-remainder proportional design. With linear constraints or a variance bound, a few simple
     candidates are tried and only a point that passes ``is_feasible`` is returned.
     """
-    from ...models.stratified import largest_remainder
+    from ..models.stratified import largest_remainder
 
     lo, hi = np.asarray(model.lower, dtype=np.int64), np.asarray(model.upper, dtype=np.int64)
     cands = []
