@@ -8,6 +8,9 @@ Each solve uses a fresh model (regrouping is included in the solve time); solve 
 and the ratio is the median (and minimum) of adjacent pairs.
 Also: the simulation's consistency step against a plain draw, and its peak memory at 10^6 leaves.
 Also shown: the other backends on a small tree (they are not meant for 10^6 leaves).
+Also (issue 22): the hierarchy with discrete Gaussian noise (a ρ per level, docs/hierarchy.md) at 10^5 leaves,
+as a ratio to the Laplace hierarchy's exact solve on the same tree, measured interleaved in one run; the
+noise scales are matched (ρ = ε²/4 gives the untruncated noise variance 2/ε² of Laplace noise).
 """
 
 from __future__ import annotations
@@ -54,7 +57,24 @@ def simulation_figures(pairs):
     print(f"simulate_hierarchy, 10^6 leaves, 40 trials, default batch: peak RSS {peak:.2f} GB (target <= 2)")
 
 
-def main(repeats=5):
+def gaussian_figures(pairs):
+    """Exact solve with discrete Gaussian noise versus the Laplace solve, 10^5 Poisson(3) leaves, 100 middle nodes."""
+    h = tree(n_leaves=100_000, n_mid=100)
+    for E in (0.1, 1.0):
+        R = E * E / 4.0
+        r = interleaved(lambda: HierarchyBudget(h, noise="discrete_gaussian", rho_total=R).solve(),
+                        lambda: HierarchyBudget(h, E).solve(), pairs)
+        g, lap = r["a"], r["b"]
+        print(f"10^5 leaves, rho={R:g} vs eps={E:g}: discrete Gaussian {1e3 * r['a_median']:8.1f} ms "
+              f"({g.status.value}, gap {g.certificate.gap:.1e}, {g.level_passes} solve passes + the convexity check), "
+              f"Laplace {1e3 * r['b_median']:7.1f} ms ({lap.status.value}): ratio median {r['ratio_median']:.1f}, "
+              f"min {r['ratio_min']:.1f}")
+
+
+def main(repeats=5, only_gaussian=False):
+    if only_gaussian:
+        gaussian_figures(repeats)
+        return
     print(f"{'tree':34s} {'eval [ms]':>10s} {'solve [ms]':>11s} {'ratio med':>10s} {'min':>6s} {'passes':>7s}  status")
     for label, real in (("10^6 leaves, Poisson(3) integers", False), ("10^6 leaves, distinct real counts", True)):
         h = tree(real=real)
@@ -70,6 +90,8 @@ def main(repeats=5):
     print()
     simulation_figures(repeats)
     print()
+    gaussian_figures(repeats)
+    print()
     print("other backends, toy tree (ms):")
     m = HierarchyBudget(toy_hierarchy(), 1.0)
     for be in ("exact", "scipy", "pyomo", "cvxpy"):
@@ -83,5 +105,6 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description="Exact HierarchyBudget solve versus one objective evaluation.")
     ap.add_argument("--repeats", type=int, default=5, help="timed repetitions per figure (median reported)")
     ap.add_argument("--quick", action="store_true", help="one repetition")
+    ap.add_argument("--gaussian", action="store_true", help="only the discrete Gaussian figures (10^5 leaves)")
     a = ap.parse_args()
-    main(1 if a.quick else a.repeats)
+    main(1 if a.quick else a.repeats, only_gaussian=a.gaussian)

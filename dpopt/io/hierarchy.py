@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import _validate as V
-from ..models.hierarchy import DEFAULT_EPS_MIN, HierarchyBudget
+from ..models.hierarchy import DEFAULT_EPS_MIN, DEFAULT_RHO_MIN, HierarchyBudget
 from ..models.tree import Hierarchy
 from .modelfile import ModelFileError, register_family, resolve_path, take
 
@@ -14,11 +14,13 @@ from .modelfile import ModelFileError, register_family, resolve_path, take
 @register_family("hierarchy")
 def _load_hierarchy(data: dict, base) -> HierarchyBudget:
     """Model-file loader. Keys: name, epsilon_total | mse_target, weights, sensitivity, epsilon_min,
-    loss, and exactly one source of the tree: ``[tree] counts = [[…], …], parents = [[…], …]``
+    loss, noise ("laplace" | "discrete_gaussian"; the latter with rho_total, or epsilon_total and delta, and
+    rho_min), and exactly one source of the tree: ``[tree] counts = [[…], …], parents = [[…], …]``
     (parents of levels 2..L), ``tree_csv = "file.csv"`` (columns id,parent,count), or
     ``dataset = "gapminder"`` with ``year`` (and optional ``unit``), or ``dataset = "toy"``."""
     take(data, {"name", "epsilon_total", "mse_target", "weights", "sensitivity", "epsilon_min", "loss",
-                "tree", "tree_csv", "dataset", "year", "unit", "allow_inconsistent"}, set())
+                "tree", "tree_csv", "dataset", "year", "unit", "allow_inconsistent", "noise", "rho_total",
+                "delta", "rho_min"}, set())
     sources = [k for k in ("tree", "tree_csv", "dataset") if k in data]
     if len(sources) != 1:
         raise ModelFileError("give exactly one of [tree], tree_csv or dataset")
@@ -50,7 +52,17 @@ def _load_hierarchy(data: dict, base) -> HierarchyBudget:
             raise ModelFileError(f"unknown dataset {ds!r}; allowed: 'gapminder', 'toy'")
     if ("year" in data or "unit" in data) and data.get("dataset") != "gapminder":
         raise ModelFileError("year/unit are only for dataset = 'gapminder'")
+    if data.get("noise", "laplace") == "discrete_gaussian":
+        if "epsilon_min" in data or "loss" in data:
+            raise ModelFileError("epsilon_min and loss are for Laplace noise; discrete Gaussian takes rho_min")
+        return HierarchyBudget(h, data.get("epsilon_total"), mse_target=data.get("mse_target"),
+                               weights=data.get("weights"), sensitivity=data.get("sensitivity", 1.0),
+                               noise="discrete_gaussian", rho_total=data.get("rho_total"), delta=data.get("delta"),
+                               rho_min=data.get("rho_min", DEFAULT_RHO_MIN), name=data.get("name", ""))
+    if "rho_total" in data or "delta" in data or "rho_min" in data:
+        raise ModelFileError("rho_total, delta and rho_min need noise = 'discrete_gaussian'")
     return HierarchyBudget(h, data.get("epsilon_total"), mse_target=data.get("mse_target"),
                            weights=data.get("weights"), sensitivity=data.get("sensitivity", 1.0),
                            epsilon_min=data.get("epsilon_min", DEFAULT_EPS_MIN),
-                           loss=data.get("loss", "truncated-laplace-mse"), name=data.get("name", ""))
+                           loss=data.get("loss", "truncated-laplace-mse"), name=data.get("name", ""),
+                           noise=data.get("noise", "laplace"))

@@ -162,17 +162,24 @@ def hierarchy_report(model, solution: Solution) -> str:
     if solution.x is None:
         return "\n".join(lines)
     d = solution.details
+    b = getattr(model, "budget_name", "epsilon")      # "rho" for discrete Gaussian noise (zCDP)
+    short = "eps" if b == "epsilon" else b
     rows = []
     for l in range(model.n_levels):
-        rows.append([l + 1, model.hierarchy.sizes[l], float(model.weights[l]), float(solution.epsilon[l]),
+        rows.append([l + 1, model.hierarchy.sizes[l], float(model.weights[l]), float(solution.x[l]),
                      float(d["mse_per_level"][l]), float(d["bias2_per_level"][l]),
-                     float(d["variance_per_level"][l]), float(d["uniform_epsilon"][l]),
+                     float(d["variance_per_level"][l]), float(d[f"uniform_{b}"][l]),
                      float(d["uniform_mse_per_level"][l])])
     lines.append("")
-    lines.append(table(["level", "nodes", "weight", "epsilon", "MSE", "bias^2", "variance", "uniform eps",
+    lines.append(table(["level", "nodes", "weight", b, "MSE", "bias^2", "variance", f"uniform {short}",
                         "uniform MSE"], rows, ["d", "d", "g", ".6f", ".6g", ".4g", ".6g", ".6f", ".6g"]))
     lines.append("")
-    lines.append(f"total epsilon       : {d['epsilon_total_used']:.10g}")
+    lines.append(f"total {b:<14s}: {d[f'{b}_total_used']:.10g}")
+    if b == "rho":
+        lines.append("noise               : discrete Gaussian, sigma_l = sensitivity/sqrt(2 rho_l), counts truncated "
+                     "at 0; rho-zCDP")
+        for dl, e in d["epsilon_at_delta"].items():
+            lines.append(f"as (eps, delta)     : eps = {e:.6g} at delta = {dl:g} (zCDP conversion)")
     lines.append(f"weighted MSE        : {d['weighted_mse']:.10g}   (uniform split: {d['uniform_weighted_mse']:.10g})")
     if model.program == "budget":
         lines.append(f"ratio uniform/this  : {d['ratio_uniform']:.4f}  (weighted MSE)")

@@ -97,6 +97,11 @@ def solve_hierarchy_cvxpy(model: HierarchyBudget, solver: str | None = None, rel
     ``time_limit`` (checked after every LP solve)."""
     gap_tol = V.rel_gap(rel_gap)
     max_iter = V.count("max_iter", max_iter, maximum=100_000)
+    if getattr(model, "noise", "laplace") == "discrete_gaussian":
+        return Solution(Status.UNSUPPORTED, backend="cvxpy", message=(
+            "discrete Gaussian noise: the truncated MSE is a ratio of sums of exponentials in rho (a sum over the "
+            "noise's support), which is not a DCP expression, and this backend's cut bracket is the Laplace "
+            "one; use backend='exact' (or 'scipy')"))
     initial_cuts = V.count("initial_cuts", initial_cuts, minimum=2, maximum=10_000)
     if solver is not None and not isinstance(solver, str):
         raise V.InvalidOption(f"solver must be a cvxpy solver name, got {type(solver).__name__}")

@@ -175,12 +175,61 @@ def _solve(model: HierarchyBudget, tol: float = 1e-14, max_iter: int = 200, dead
     return eps, oracle.passes, "", it
 
 
+def _solve_gaussian(model: HierarchyBudget, tol: float = 1e-14, max_iter: int = 200, deadline: float = math.inf):
+    """Program (6) for discrete Gaussian noise: Σ ρ_ℓ(λ) = ρ_total over u = log λ (docs/hierarchy.md).
+
+    The inner solves are the Laplace ones (``_inner`` only needs F_ℓ convex and decreasing). The outer bracket
+    comes from the inner solves themselves: Σ ρ_ℓ(λ) decreases in λ, so the bracket is widened by steps of 4 in
+    log λ (at most 400 steps) and then closed by safeguarded Newton on log λ (dρ_ℓ/dλ = −1/(w_ℓF_ℓ''))."""
+    oracle = _Levels(model)
+    lo, hi = model.level_bounds()
+    R = model.budget_total
+    if R <= float(lo.sum()) * (1 + 1e-15):
+        return lo.copy(), oracle.passes, "every level at rho_min (rho_total = L*rho_min)", 0
+    # start: the untruncated continuous Gaussian, F_ℓ = w n Δ²/(2ρ): ρ_ℓ ∝ √(w_ℓ n_ℓ)
+    a = model.weights * model.sizes * model.sensitivity ** 2 / 2.0
+    rho0 = np.clip(R * np.sqrt(a) / np.sum(np.sqrt(a)), lo, hi)
+    lam = float(np.mean(a / rho0 ** 2))
+    u = math.log(lam)
+    u_a, u_b = -math.inf, math.inf         # Σρ(u_a) > R (λ too small), Σρ(u_b) < R
+    guess = rho0
+    eps = rho0
+    it = 0
+    for it in range(1, max_iter + 400 + 1):
+        if it > 1 and time.perf_counter() > deadline:
+            return eps, oracle.passes, "time limit", it - 1
+        eps, F, F2, free = _all_levels(oracle, lam, lo, hi, guess)
+        val = math.fsum(eps)
+        psi = math.log(val) - math.log(R)
+        if psi > 0:
+            u_a = u
+        elif psi < 0:
+            u_b = u
+        else:
+            break
+        if abs(psi) <= tol:
+            break
+        dval = -lam * float(np.sum(1.0 / F2[free])) if np.any(free) else 0.0
+        dpsi = dval / val
+        un = u - psi / dpsi if dpsi != 0 else math.nan
+        if not math.isfinite(un) or not (u_a < un < u_b):
+            if math.isfinite(u_a) and math.isfinite(u_b):
+                un = 0.5 * (u_a + u_b)
+            else:
+                un = u + (4.0 if psi > 0 else -4.0)
+        if abs(un - u) <= 1e-16 * max(1.0, abs(u)):
+            break
+        guess = np.clip(eps * math.exp(-(un - u) / 2.0), lo, hi)    # ρ_ℓ ∝ λ^{-1/2} without truncation
+        u, lam = un, math.exp(un)
+    return eps, oracle.passes, "", it
+
+
 def _make_feasible(model: HierarchyBudget, eps: np.ndarray) -> np.ndarray:
     """Put the last ulps right: Σε = ε_total exactly (never above) for (6), G ≤ τ for (7)."""
     eps = eps.copy()
     lo, hi = model.level_bounds()
     if model.program == "budget":
-        E = model.epsilon_total
+        E = model.budget_total
         room = (eps > lo) & (eps < hi)
         m = int(np.argmax(np.where(room, eps, -np.inf))) if np.any(room) else int(np.argmax(eps))
         eps[m] += E - math.fsum(eps)
@@ -209,7 +258,8 @@ def solve_hierarchy(model: HierarchyBudget, tol: float = 1e-14, max_iter: int = 
     deadline = math.inf if time_limit is None else t0 + time_limit
     try:
         with np.errstate(over="ignore"):      # λ brackets at the extremes overflow harmlessly (to inf)
-            eps, passes, msg, iters = _solve(model, tol, max_iter, deadline)
+            solver = _solve_gaussian if model.noise == "discrete_gaussian" else _solve
+            eps, passes, msg, iters = solver(model, tol, max_iter, deadline)
         eps = _make_feasible(model, eps)
     except (FloatingPointError, ValueError, ZeroDivisionError, OverflowError) as exc:
         return Solution(Status.ERROR, backend="exact", message=f"numerical failure: {exc}")

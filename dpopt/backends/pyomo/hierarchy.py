@@ -103,6 +103,11 @@ def solve_hierarchy_pyomo(model: HierarchyBudget, solver: str = "scip", time_lim
     opts = PY.check_options(time_limit, rel_gap, verbose, solver_options, removed,
                             where="the pyomo backend for hierarchies")
     max_terms = V.option(V.integer, "max_terms", max_terms, minimum=1)
+    if getattr(model, "noise", "laplace") == "discrete_gaussian":
+        return Solution(Status.UNSUPPORTED, backend="pyomo", message=(
+            "discrete Gaussian noise: the truncated MSE is a sum over the noise's support (tens of thousands of "
+            "exponential terms per distinct count at small rho), beyond an algebraic SCIP model; use "
+            "backend='exact' (or 'scipy')"))
     gap = DEFAULT_REL_GAP if opts.rel_gap is None else opts.rel_gap
     key = PY.solver_key(solver, SOLVERS)
     if key is None:

@@ -57,7 +57,7 @@ def solve_hierarchy_scipy(model: HierarchyBudget, method: str = "SLSQP", ftol: f
     try:
         if model.program == "budget":
             scale = float(np.sum(FG(u)[0]))
-            E = model.epsilon_total / ref
+            E = model.budget_total / ref
 
             def f(s):
                 F, _ = FG(s * ref)
