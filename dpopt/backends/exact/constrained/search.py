@@ -131,6 +131,10 @@ class CoreSearch:
 
     def enumeration_stopped(self, free) -> str:
         """The enumeration hit its state limit: a smaller step after an overshoot, else HiGHS from now on."""
+        if self.deadline.passed():
+            self.steps.append(f"enumeration of {free} strata (budget {self.b / self.scale:.1e}) stopped at the "
+                              "time limit")
+            return STOP
         self.steps.append(f"enumeration of {free} strata (budget {self.b / self.scale:.1e}) stopped at its limit "
                           f"({self.max_states} partial designs)")
         self.retries += 1
