@@ -14,6 +14,14 @@ Cases:
       domain, so exact cannot use nested marginal allocation (c's route) and takes its general route;
   (d) min-cost with 2 variables (shares 1/2 each) × 10 domains: 20 SE targets at the SEs of the
       single-variable optimum with total η.
+  (f) constraints combined as users combine them: fixed total η, two cost budgets (unit costs, and a second
+      cost on a random half of the strata) each at the reference design's cost (the design of (c) that favours
+      some domains), "at least 30 units" in the stratum where the unconstrained optimum takes fewest among those
+      where the reference takes 30 or more, and one SE target per domain at 1.01 × the reference's SE (the
+      reference meets every row, so the instance is feasible);
+  (g) overlapping domains: fixed total η, the 10 domains of (c) plus a second, crossing partition into 4
+      domains (every stratum is in two domains), a variance target on each of the 14 at 1.01 × the
+      reference's.
 Printed per instance: exact's time to a proven gap ≤ 1e-9 (its own time limit, default 60 s), status, gap,
 binding targets, and the ratio to Pyomo-SCIP and Pyomo-HiGHS (60 s each) on the same instance — they solve
 the one secant MILP over the whole box and answer ``unsupported`` above its 300 000-segment limit, which is
@@ -41,9 +49,9 @@ from dpopt.formulations.separable import program_of
 
 warnings.filterwarnings("ignore")
 
-CASES = ("a", "b", "c", "e", "d")
+CASES = ("a", "b", "c", "e", "d", "f", "g")
 CASE_NAMES = {"a": "cost budget", "b": "min-cost", "c": "domain targets", "e": "domain targets, A-optimal",
-              "d": "min-cost 2 var x 10 dom"}
+              "d": "min-cost 2 var x 10 dom", "f": "2 budgets + stratum row + SE", "g": "overlapping domains"}
 
 
 # ---------------------------------------------------------------------------------- instances
@@ -84,6 +92,8 @@ def instance(case: str, k: int, mech: str, eps: float, eta: int, seed: int = 0):
             v = float(np.sum(w * d.unit_terms(ref)[idx]))
             d.add_precision_target(1.01 * v, strata=D, kind="variance", name=D)
         return d
+    if case in ("f", "g"):
+        return combined(case, p, eta, eps, common, seed)
     S2 = np.column_stack([p["S"] ** 2, p["S_b"] ** 2])
     ref = StratifiedDesign(p["N"], p["S"] ** 2, eta, eps, mechanism=mech).solve().n
     d = StratifiedDesign(p["N"], S2, eta, eps, variables=["y1", "y2"], **common)
@@ -94,6 +104,38 @@ def instance(case: str, k: int, mech: str, eps: float, eta: int, seed: int = 0):
             se = math.sqrt(float(np.sum(w * d.unit_terms(ref, j)[idx])))
             d.add_precision_target(se, strata=D, variable=v, kind="se", name=f"{D}:{v}")
     return d.min_cost(p["cost"])
+
+
+def combined(case, p, eta, eps, common, seed):
+    """Cases (f) and (g) (module docstring): rows combined from one reference design, which meets them all."""
+    rng = np.random.default_rng(seed + 1)
+    d = StratifiedDesign(p["N"], p["S"] ** 2, eta, eps, **common)
+    fav = np.array([p["favour"][p["names"].index(s)] for s in p["domains"]])
+    ref = StratifiedDesign(p["N"], p["S"] ** 2, eta, eps, mechanism=common["mechanism"],
+                           objective=np.sqrt(fav) * p["N"]).solve().n
+    k = d.k
+    doms = [(D, d.strata_index(D)) for D in p["names"]]
+    if case == "f":
+        base = d.solve().n
+        second = np.where(rng.random(k) < 0.5, rng.uniform(5.0, 50.0, k), 0.0)
+        d.add_constraint(p["cost"][None, :], [float(p["cost"] @ ref)], "<=", "cost budget")
+        d.add_constraint(second[None, :], [float(second @ ref)], "<=", "travel budget")
+        ok = np.flatnonzero(ref >= 30)
+        h = int(ok[np.argmin(base[ok])])
+        row = np.zeros(k)
+        row[h] = 1.0
+        d.add_constraint(row[None, :], [30.0], ">=", f"at least 30 in {p['labels'][h]}")
+        kind, scale = "se", math.sqrt(1.01)
+    else:
+        cross = np.array_split(rng.permutation(k), 4)
+        doms += [(f"X{j}", np.sort(part)) for j, part in enumerate(cross)]
+        kind, scale = "variance", 1.01
+    T = d.unit_terms(ref)
+    for D, idx in doms:
+        w = (p["N"][idx] / p["N"][idx].sum()) ** 2
+        v = float(np.sum(w * T[idx]))
+        d.add_precision_target(scale * (math.sqrt(v) if kind == "se" else v), strata=idx, kind=kind, name=D)
+    return d
 
 
 def binding(model, sol) -> str:
@@ -200,7 +242,7 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="a small subset (k = 500, eps = 1, a few small k)")
     ap.add_argument("--time-limit", type=float, default=60.0, help="Pyomo routes' limit (s)")
     ap.add_argument("--exact-time-limit", type=float, default=20.0, help="exact's limit (s)")
-    ap.add_argument("--cases", default="abcd")
+    ap.add_argument("--cases", default="abcdefg")
     ap.add_argument("--no-pyomo", action="store_true", help="skip the Pyomo routes on the large instances")
     a = ap.parse_args(argv)
     cases = [c for c in CASES if c in a.cases]

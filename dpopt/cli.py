@@ -63,9 +63,20 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     from . import _log
 
+    from .progress import lines_to_stderr
+
     args = _parser().parse_args(argv)
-    with _log.to_stderr(bool(getattr(args, "verbose", False))):
+    verbose = bool(getattr(args, "verbose", False))
+    # a long solve shows its incumbent and bound as it goes: with the log when --verbose, else on a terminal
+    with _log.to_stderr(verbose), lines_to_stderr(not verbose and _is_terminal(sys.stderr)):
         return _run(args)
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
 
 
 def _run(args) -> int:

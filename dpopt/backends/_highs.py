@@ -98,3 +98,30 @@ def new_highs(verbose: bool = False):
     h = highspy.Highs()
     h.setOptionValue("output_flag", bool(verbose))
     return h
+
+
+def arm_deadline(h, time_limit, grace: float, report=None) -> list:
+    """Make ``time_limit`` a hard deadline for the HiGHS object ``h``: HiGHS's own limit can be overrun (seen:
+    minutes in its node queue), so a MIP callback interrupts it from outside once ``time_limit`` plus
+    ``grace`` seconds have passed. ``report(primal, dual)`` (optional) receives HiGHS's incumbent and bound
+    (HiGHS's objective units) at each callback, for progress lines (:class:`dpopt.progress.BoundProgress`).
+
+    Returns a list that holds True once the deadline stopped the solve (HiGHS's status is then "interrupted",
+    which the caller reads as the time limit). Nothing is subscribed without a limit or a report."""
+    import time
+
+    stopped: list = []
+    if time_limit is None and report is None:
+        return stopped
+    hard = None if time_limit is None else time.monotonic() + max(float(time_limit), 1e-3) + grace
+
+    def on_event(event):
+        if report is not None:
+            d = event.data_out
+            report(d.mip_primal_bound, d.mip_dual_bound)
+        if hard is not None and time.monotonic() > hard:
+            stopped.append(True)
+            event.interrupt()
+
+    h.cbMipInterrupt.subscribe(on_event)
+    return stopped

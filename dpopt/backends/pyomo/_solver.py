@@ -40,7 +40,7 @@ from ..._validate import InvalidOption
 from ...options import DEFAULT_TIME_LIMIT, time_limit_or_default  # noqa: F401  (DEFAULT_TIME_LIMIT: re-exported)
 from ...result import Status
 from .. import _status
-from .._highs import check_threads, new_highs, prepare_threads
+from .._highs import absorb_highs_banner, arm_deadline, check_threads, new_highs, prepare_threads
 from .._output import descriptor_output
 
 #: dpopt's solver names → Pyomo factory names. The only solver names the pyomo backends accept.
@@ -287,7 +287,10 @@ def run(opt, key: str, m, options: dict, verbose: bool):
         options = {"display/verblevel": 4 if verbose else 0, **options}
     elif key == "highs":
         prepare_threads(options)    # HiGHS's scheduler is process-wide: reset it when threads is set
+        absorb_highs_banner()       # before the output is redirected (the banner's redirect is not re-entrant)
     with quiet_pyomo_log(), solver_output(verbose):
+        if key == "highs":
+            _hard_deadline(opt, m, options.get("time_limit"))
         # SCIP's log reaches the descriptors directly (Pyomo's tee would pipe it); the others' through Pyomo
         results = opt.solve(m, load_solutions=False, tee=verbose and key != "scip", options=options)
         tc = results.solver.termination_condition
@@ -299,6 +302,35 @@ def run(opt, key: str, m, options: dict, verbose: bool):
         for var in m.component_data_objects(pe.Var, descend_into=True):
             var.set_value(None, skip_validation=True)
     return status_of(tc, has_point), tc, results, has_point
+
+
+#: seconds past time_limit after which a HiGHS MIP under Pyomo that HiGHS has not stopped is stopped from outside
+HARD_DEADLINE_GRACE = 0.5
+
+
+def _hard_deadline(opt, m, time_limit) -> None:
+    """Make ``time_limit`` a hard deadline for Pyomo's appsi_highs: HiGHS's own limit can be overrun, and
+    Pyomo offers no outside stop. The model is handed to the solver first (``set_instance``; the solve that
+    follows finds it there and only updates it), a MIP callback on the HiGHS object it made stops the solve
+    once the limit plus :data:`HARD_DEADLINE_GRACE` has passed (:func:`dpopt.backends._highs.arm_deadline`),
+    and that stop then reads as HiGHS's time limit, so Pyomo keeps the point and the bound HiGHS had
+    (it maps an interrupt to "unknown" and drops them). No effect on another interface or without a limit."""
+    if time_limit is None or not hasattr(opt, "set_instance"):
+        return
+    opt.set_instance(m)
+    h = getattr(opt, "_solver_model", None)
+    if h is None or not hasattr(h, "cbMipInterrupt"):
+        return
+    import highspy
+
+    stopped = arm_deadline(h, time_limit, HARD_DEADLINE_GRACE)
+    real_status = h.getModelStatus
+
+    def model_status():
+        st = real_status()
+        return highspy.HighsModelStatus.kTimeLimit if stopped and st == highspy.HighsModelStatus.kInterrupt else st
+
+    h.getModelStatus = model_status       # read by Pyomo's appsi postsolve (the HiGHS object is the instance's)
 
 
 def lower_bound(results) -> float:

@@ -79,13 +79,21 @@ def solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max_
     if not convex:
         _window_search(prog, res.x, ib.n, window, scale, inc, steps, deadline, rel_gap, max_cols, verbose)
         return dataclasses.replace(base, n=inc.n, ub=inc.ub, timed_out=deadline.passed(), steps=tuple(steps))
-    search = CoreSearch(prog, ib, lam, res.x, scale, inc, steps, deadline, rel_gap, max_cols, max_states,
-                        verbose, resume)
-    if search.run() == INFEASIBLE:
+    # without a design yet, the cores get 80 % of the time left: a search stopped by the limit still returns
+    # a point, from the secant MILP on a window around the relaxation in the last 20 % (a solve that finishes
+    # in time never runs it)
+    reserve = not inc.found and prog.m > 0 and deadline.end is not None
+    search = CoreSearch(prog, ib, lam, res.x, scale, inc, steps, deadline.fraction(0.8) if reserve else deadline,
+                        rel_gap, max_cols, max_states, verbose, resume)
+    outcome = search.run()
+    if reserve and outcome != INFEASIBLE and not inc.found and not deadline.passed():
+        steps.append("no design found by the cores: a first one from the window around the relaxation")
+        _window_search(prog, res.x, ib.n, max(window, 1), scale, inc, steps, deadline, rel_gap, max_cols, verbose)
+    if outcome == INFEASIBLE:
         return dataclasses.replace(base, lagrangian=ib.lb, infeasible=True, reason=search.reason,
                                    steps=tuple(steps))
     return dataclasses.replace(base, n=inc.n, ub=inc.ub, lb=search.lower_bound(), lagrangian=ib.lb,
-                               timed_out=deadline.passed(), budget=search.b, core_bound=search.bound,
+                               timed_out=deadline.passed() or search.deadline.passed(), budget=search.b, core_bound=search.bound,
                                steps=tuple(steps))
 
 

@@ -134,10 +134,11 @@ def _reach(d_all, dabs_all, starts, nf, rhs, abs0):
     return tol, suf_min, suf_max
 
 
-def expand(tab: CoreTable, t, S_r, S_row, cut, limit):
+def expand(tab: CoreTable, t, S_r, S_row, cut, limit, deadline=None):
     """Every partial design × value of free stratum t that passes the budget and reachability tests: (expanded
     indices = parent position × values + choice, reduced costs, row values), or None above ``limit``
-    survivors. Row by row on (states × values) arrays, a chunk of states at a time (bounded memory)."""
+    survivors or once ``deadline`` has passed (checked per chunk). Row by row on (states × values) arrays, a
+    chunk of states at a time (bounded memory)."""
     s0, s1 = tab.starts[t], tab.starts[t + 1]
     nv, m = s1 - s0, tab.rhs.size
     rhs, tol, ineq, lam_in = tab.rhs, tab.tol, tab.ineq, tab.lam_in
@@ -161,7 +162,7 @@ def expand(tab: CoreTable, t, S_r, S_row, cut, limit):
         parts_idx.append(idx + c0 * nv)
         parts_R.append(R.ravel()[idx])
         parts_ROW.append(np.stack([c.ravel()[idx] for c in cols], axis=1) if m else np.zeros((idx.size, 0)))
-        if sum(p.size for p in parts_idx) > limit:
+        if sum(p.size for p in parts_idx) > limit or (deadline is not None and deadline.passed()):
             return None
     return np.concatenate(parts_idx), np.concatenate(parts_R), np.concatenate(parts_ROW)
 
@@ -207,7 +208,7 @@ def dynamic_programme(tab: CoreTable, cut, max_states, deadline, dominance: bool
     trail, peak, work = [], 1, 0
     for t in range(tab.free.size):
         s0, nv = tab.starts[t], tab.starts[t + 1] - tab.starts[t]
-        out = expand(tab, t, S_r, S_row, cut, max_states * (4 if dominance else 1))
+        out = expand(tab, t, S_r, S_row, cut, max_states * (4 if dominance else 1), deadline)
         if out is None:
             return None
         idx_all, R, ROW = out

@@ -22,3 +22,10 @@ class Deadline:
         if self.end is not None:
             out.end = min(self.end, out.t0 + (self.left() or 0.0) / max(parts, 1))
         return out
+
+    def fraction(self, f: float) -> "Deadline":
+        """A deadline at the fraction ``f`` of the time left (the rest kept for a later piece of work)."""
+        out = Deadline(None)
+        if self.end is not None:
+            out.end = out.t0 + (self.left() or 0.0) * f
+        return out

@@ -4,14 +4,13 @@ of a window, without convexity) and the secant LP whose row duals are the best m
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from ....feasibility import FEASIBILITY_TOL
 from ....formulations.separable import secant_milp
-from ..._highs import new_highs
+from ..._highs import arm_deadline, new_highs
 from ..._status import status_of
 
 #: seconds past time_limit after which a MIP that HiGHS has not stopped is stopped from outside
@@ -64,27 +63,20 @@ def highs_model(milp, integer: bool = True, verbose: bool = False):
     return h
 
 
-def highs_solve(milp, rel_gap, abs_gap, time_limit, verbose=False, start=None) -> MilpResult:
+def highs_solve(milp, rel_gap, abs_gap, time_limit, verbose=False, start=None, report=None) -> MilpResult:
     """Solve a SecantMILP with HiGHS, from the integer point ``start`` when given (HiGHS completes the
-    epigraph columns)."""
+    epigraph columns); ``report(incumbent, bound)`` receives HiGHS's values in the model's units as it runs."""
     import highspy
 
     h = highs_model(milp, True, verbose)
     h.setOptionValue("mip_rel_gap", float(rel_gap))
     h.setOptionValue("mip_abs_gap", float(abs_gap))
-    stopped = []
     if time_limit is not None:
         h.setOptionValue("time_limit", max(float(time_limit), 1e-3))
-        # HiGHS's own limit can be overrun (seen: minutes in its node queue); a MIP callback stops it from
-        # outside once the limit plus a grace has passed, and that stop reads as the time limit
-        hard = time.monotonic() + max(float(time_limit), 1e-3) + HARD_DEADLINE_GRACE
-
-        def stop_at_deadline(event):
-            if time.monotonic() > hard:
-                stopped.append(True)
-                event.interrupt()
-
-        h.cbMipInterrupt.subscribe(stop_at_deadline)
+    # HiGHS's own limit can be overrun (seen: minutes in its node queue): stopped from outside once the limit
+    # plus a grace has passed, and that stop reads as the time limit
+    rep = None if report is None else (lambda p, d: report(p * milp.obj_scale, d * milp.obj_scale))
+    stopped = arm_deadline(h, time_limit, HARD_DEADLINE_GRACE, rep)
     if start is not None:
         h.setSolution(milp.k, np.arange(milp.k, dtype=np.int32), np.asarray(start, dtype=float))
     h.run()

@@ -12,6 +12,7 @@ import time
 import numpy as np
 
 from ....formulations.separable import secant_milp
+from ....progress import BoundProgress
 from .bound import IntegerBound
 from .checks import FEAS_TOL
 from .cores import enumerate_core
@@ -54,6 +55,7 @@ class CoreSearch:
         # groups of strata linked only by the total (one target per domain) are enumerated group by group
         self.linked = linked_groups(prog)
         self.by_groups = "" if self.linked is None else f" in {len(self.linked[1])} groups linked by the total"
+        self.progress = BoundProgress("exact")     # incumbent and bound lines on a long search (verbose)
 
     @property
     def proven(self) -> bool:
@@ -69,6 +71,7 @@ class CoreSearch:
         """Cores of growing budgets until proven, out of time or stopped: :data:`STOP` or :data:`INFEASIBLE`."""
         prog, ib = self.prog, self.ib
         for _ in range(200):
+            self.progress.update(self.inc.ub, self.lower_bound())
             if self.proven or self.deadline.passed():
                 break
             if self.inc.found:
@@ -131,6 +134,10 @@ class CoreSearch:
 
     def enumeration_stopped(self, free) -> str:
         """The enumeration hit its state limit: a smaller step after an overshoot, else HiGHS from now on."""
+        if self.deadline.passed():
+            self.steps.append(f"enumeration of {free} strata (budget {self.b / self.scale:.1e}) stopped at the "
+                              "time limit")
+            return STOP
         self.steps.append(f"enumeration of {free} strata (budget {self.b / self.scale:.1e}) stopped at its limit "
                           f"({self.max_states} partial designs)")
         self.retries += 1
@@ -156,7 +163,8 @@ class CoreSearch:
         milp = secant_milp(self.prog, r_lo, r_hi, anchor=self.x, obj_scale=max(sc, 1e-300) * 1e-6,
                            relax_rows=True)
         t0 = time.perf_counter()
-        res = highs_solve(milp, self.rel_gap * 0.25, 0.0, self.deadline.left(), self.verbose, start=start)
+        res = highs_solve(milp, self.rel_gap * 0.25, 0.0, self.deadline.left(), self.verbose, start=start,
+                          report=self.report_highs)
         self.steps.append(f"HiGHS on {free} strata, {size} segments (budget {b / self.scale:.1e}): {res.text} "
                           f"in {time.perf_counter() - t0:.2f} s")
         inc.offer(res.n)
@@ -169,6 +177,10 @@ class CoreSearch:
             if self.covers:
                 self.bound = max(self.bound, min(res.bound, inc.ub))
         return STOP
+
+    def report_highs(self, primal, dual) -> None:
+        """A progress line from inside HiGHS: its bound holds over the core, i.e. up to LB + b."""
+        self.progress.update(min(self.inc.ub, primal), max(self.lower_bound(), min(dual, self.ib.lb + self.b)))
 
     def after_optimal(self, bnd) -> str:
         self.bound = max(self.bound, min(bnd, self.ib.lb + self.b))

@@ -14,6 +14,7 @@ import numpy as np
 from .... import _log
 from .... import _validate as V
 from ....formulations.separable import EVAL_RTOL, program_of
+from ....progress import stage
 from ....result import Certificate, Solution, Status
 from ..domains import domain_structure, solve_domains
 from .block import BlockResult, solve_block
@@ -268,7 +269,8 @@ def _without_inequality_rows(model, rel_gap, time_limit, verbose, window, max_mi
     if hasattr(model, "design"):       # a min-cost design also carries its rows on its StratifiedDesign
         smaller.design = copy.copy(model.design)
         smaller.design.constraints = [c for c in model.design.constraints if c.sense == "=="]
-    sol = solve_constrained(smaller, rel_gap, time_limit / 4.0, verbose, window, max_milp_columns, max_states)
+    with stage("the model without its inequality rows"):      # its progress lines are not the model's
+        sol = solve_constrained(smaller, rel_gap, time_limit / 4.0, verbose, window, max_milp_columns, max_states)
     if sol.status != Status.OPTIMAL or sol.n is None or not model.is_feasible(sol.n):
         return None
     names = ", ".join(sorted({c.name for c in rows}))
