@@ -21,7 +21,7 @@ import numpy as np
 #: decides the row (for a precision target, the domain variance before the fpc constant is subtracted).
 #: :func:`feasible` applies it; ``model.is_feasible``, ``SeparableProgram.feasible``, both exact routes and the
 #: Pyomo, cvxpy and secant repairs call that function.
-FEASIBILITY_TOL = 1e-9
+FEASIBILITY_TOL = 1e-11
 
 SENSES = ("<=", "==")
 

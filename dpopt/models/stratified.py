@@ -878,7 +878,7 @@ class StratifiedDesign(Model):
     def is_feasible(self, n, tol: float | None = None) -> bool:
         """Does ``n`` meet the bounds, the total, the linear constraints and the precision targets? Decided by
         the one feasibility test of every stratified model (:func:`dpopt.feasibility.feasible` on the rows of
-        :meth:`program_rows`, relative tolerance ``FEASIBILITY_TOL`` = 1e-9 of each row's magnitude;
+        :meth:`program_rows`, relative tolerance ``FEASIBILITY_TOL`` = 1e-11 of each row's magnitude;
         docs/constrained.md). ``tol`` loosens it only for checks of a solver's *real* relaxation point;
         integer designs are judged at the default."""
         return _is_feasible(self, self, n, tol)

@@ -17,13 +17,14 @@ import numpy as np
 
 from ...models.stratified import MinCostDesign, StratifiedDesign
 from ... import _validate as V
+from ...feasibility import FEASIBILITY_TOL
 from ...registry import register
 from ...result import Certificate, Solution, Status
 from .._routes import classical_only
 
 _DESCRIPTION = "brute-force enumeration of all feasible integer designs (tiny instances; the oracle)"
 DEFAULT_MAX_CANDIDATES = 10_000_000
-_FEAS_RTOL = 1e-9   # same tolerance as Model.is_feasible
+_FEAS_RTOL = FEASIBILITY_TOL   # the one tolerance of Model.is_feasible (dpopt/feasibility.py)
 
 
 class ScanResult:
@@ -54,8 +55,8 @@ def scan_box(k: int, free: np.ndarray, lo: np.ndarray, hi: np.ndarray, obj_table
     obj_tables[p][v] is the objective term of coordinate free[p] at value lo[p] + v.
     implied = (j, total, jlo, jhi, table_j): n_j = total − Σ n_free must lie in [jlo, jhi]; table_j[v] is its
     term at jlo + v. con_tables (same layout, incl. the implied coordinate last) give a secondary sum that
-    must stay ≤ con_budget (relative tolerance 1e-9); it also breaks ties of the objective.
-    constraints: LinearConstraint objects checked on the full design (relative tolerance 1e-9).
+    must stay ≤ con_budget (relative tolerance FEASIBILITY_TOL); it also breaks ties of the objective.
+    constraints: LinearConstraint objects checked on the full design (relative tolerance FEASIBILITY_TOL).
     """
     res = ScanResult()
     sizes = (hi - lo + 1).astype(np.int64)

@@ -30,7 +30,7 @@ Solve options: the common ones of :mod:`dpopt.backends.pyomo._solver` (``solver`
 ``formulation`` (default: "minlp" for SCIP/IPOPT, "milp" for HiGHS) and ``max_milp_vars``. Solver statuses
 map onto ``Solution.status`` through the shared map; an unknown or missing solver gives ``unsupported``.
 An integer point is returned only when ``model.is_feasible`` accepts it (the one feasibility test,
-``FEASIBILITY_TOL`` = 1e-9 relative; docs/constrained.md); a real relaxation point is ``optimal`` only then,
+``FEASIBILITY_TOL`` = 1e-11 relative; docs/constrained.md); a real relaxation point is ``optimal`` only then,
 and returned as ``feasible`` within the solver's own tolerance ``SOLVER_TOL``. An ``infeasible`` claim from
 the solver on a model with a known feasible point (e.g. the plain sum-and-bounds problem) is reported as
 ``error``. A rounded integer point that violates a constraint within the solver's tolerance is repaired by
