@@ -35,7 +35,7 @@ class PureDP:
 @dataclass(frozen=True)
 class ApproxDP:
     """(ε, δ)-DP at budget ε, with a fixed δ. Designs accept it (ε amplifies as for pure DP, δ scales by the
-    sampling rate); the release does not account δ yet and refuses it."""
+    sampling rate: :meth:`Mechanism.for_design`)."""
 
     delta: float
     kind = "approx"
@@ -52,7 +52,7 @@ class ApproxDP:
 
 @dataclass(frozen=True)
 class ZCDP:
-    """ρ-zCDP (the budget read as ρ). Declared for mechanisms to come; nothing in dpopt accounts it yet."""
+    """ρ-zCDP (the budget read as ρ). Sampling does not amplify it: in a design the noise is a constant."""
 
     kind = "zcdp"
 
@@ -155,7 +155,7 @@ def _checked_variance(fn):
 # data).
 _DERIVED = ("variance_difference", "variance_derivative", "remainder", "remainder_derivative", "split_below",
             "laplace_part", "has_remainder", "integer_data", "sensitivity_argument",
-            "release_values") + tuple(CAPABILITIES)
+            "release_values", "for_design") + tuple(CAPABILITIES)
 
 
 def _derive_from_variance(cls) -> None:
@@ -354,6 +354,12 @@ class Mechanism:
 
     def check_sensitivity(self, sensitivity) -> float:
         return V.positive("sensitivity", sensitivity)
+
+    def for_design(self, epsilon, share=1.0) -> "Mechanism":
+        """The noise of a stratified design at central budget ``epsilon`` for a variable with budget ``share``, as a
+        mechanism of the nominal budget the design computes. For a pure ε-DP mechanism that is the mechanism
+        itself; an (ε, δ) or zCDP mechanism binds what else the nominal noise depends on (docs/gaussian.md)."""
+        return self
 
     def convex_terms_proven(self, shares) -> bool:
         """Is the design's unit term (S² + Var(nominal ε))/n proven discretely convex in n for these budget
