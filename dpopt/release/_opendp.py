@@ -59,11 +59,16 @@ def _mechanism(mechanism):
 def releasable(mechanism):
     """The mechanism (name or object) if it can be released, else ValueError with the reason."""
     from ..privacy.mechanisms import MechanismUnsupported
+    from ..privacy.mechanisms import Gaussian
     mech = _mechanism(mechanism)
     try:
         mech.require("opendp_measurement")
     except MechanismUnsupported as exc:
         raise MechanismUnsupported(f"mechanism {mech.name!r} cannot be released: {exc}") from None
+    if mech.guarantee.kind != "pure" and not isinstance(mech, Gaussian):
+        raise MechanismUnsupported(f"mechanism {mech.name!r} cannot be released: it gives {mech.guarantee}, and the "
+                                   "release certifies a non-pure guarantee only for dpopt's Gaussian mechanisms (the "
+                                   "exact Gaussian curve at the rho OpenDP's map certifies)")
     return mech
 
 
@@ -166,9 +171,8 @@ def gaussian_measurement(dp, integer: bool, scale: float):
     """OpenDP's vector Gaussian measurement under the L2 distance at noise scale σ = ``scale``: on floats
     (OpenDP samples exactly on a fine grid and accounts the rounding in its map) or, ``integer``, the discrete
     Gaussian on integers. Its map gives the ρ-zCDP it certifies."""
-    T = int if integer else float
-    atom = dp.atom_domain(T=int) if integer else dp.atom_domain(T=float, nan=False)
-    return dp.m.make_gaussian(dp.vector_domain(atom), dp.l2_distance(T=T), scale=float(scale))
+    from ..privacy.mechanisms import get_mechanism
+    return get_mechanism("discrete-gaussian" if integer else "gaussian-zcdp").opendp_measurement(dp, scale)
 
 
 def gaussian_rho(dp, integer: bool, scale: float, sensitivity: float) -> float:

@@ -37,6 +37,7 @@ from typing import Any
 
 from .. import _validate as V
 from ..privacy.mechanisms import MECHANISMS
+from ..privacy.mechanisms.base import ACCOUNTED_GUARANTEES
 from ..sampling import partition_id
 
 AUDIT_FORMAT = "dpopt-privacy-audit/3"
@@ -44,10 +45,11 @@ _OLD_FORMATS = ("dpopt-privacy-audit/1",)
 #: audits of this format predate (ε, δ) and ρ accounting: read as pure ε-DP measurements
 _PURE_FORMATS = ("dpopt-privacy-audit/2",)
 
-#: what a measurement's budget means (docs/release.md §6): pure ε-DP, (ε, δ)-DP, ρ-zCDP
-GUARANTEES = ("pure", "approx", "zcdp")
+#: what a measurement's budget means (docs/release.md §6): pure ε-DP, (ε, δ)-DP, ρ-zCDP — the kinds the
+#: mechanisms' guarantees declare (dpopt.privacy.mechanisms.base)
+GUARANTEES = ACCOUNTED_GUARANTEES
 #: what a ledger accounts: ε (pure), (ε, δ) (approx) or ρ (zcdp)
-ACCOUNTINGS = ("pure", "approx", "zcdp")
+ACCOUNTINGS = ACCOUNTED_GUARANTEES
 
 
 class BudgetExceeded(ValueError):
@@ -575,7 +577,7 @@ class PrivacyLedger:
             return out
         delta = V.probability("delta", delta)
         out["epsilon_cks"] = float(zcdp_epsilon(rho, delta))
-        gaussian = all(m.mechanism == "gaussian" and m.guarantee != "pure"
+        gaussian = all(m.mechanism in ("gaussian", "gaussian-zcdp") and m.guarantee != "pure"
                        for r in self.records for p in r.parts for c in p.cells for m in c.measurements)
         if gaussian and self.records:
             out["epsilon_gaussian"] = float(gaussian_epsilon(math.sqrt(2.0 * rho), delta))

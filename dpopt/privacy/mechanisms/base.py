@@ -60,6 +60,10 @@ class ZCDP:
         return "ρ-zCDP"
 
 
+#: the guarantee kinds the release ledger accounts (dpopt/release/ledger.py: pure ε, (ε, δ) and ρ-zCDP)
+ACCOUNTED_GUARANTEES = ("pure", "approx", "zcdp")
+
+
 # ---------------------------------------------------------------------------------- capabilities
 #: every optional capability, and what it is (the reason text of a refusal names it)
 CAPABILITIES = {
@@ -283,7 +287,8 @@ class Mechanism:
     #     Unsupported for a sensitivity where the variance has no such form. With y = expm1(ε)·N/n after
     #     amplification the noise term is linear in n and 1/n (DCP).
     #   opendp_measurement(dp, scale): OpenDP's measurement adding the noise to a vector under the L1
-    #     distance at noise scale Δ/ε (its map gives the ε spent for a sensitivity_argument(Δ)).
+    #     distance at noise scale Δ/ε (its map gives the ε spent for a sensitivity_argument(Δ)); the Gaussian
+    #     ones under the L2 distance at noise scale σ (the map gives the ρ-zCDP OpenDP certifies).
     pyomo_variance = None
     cvxpy_variance = None
     growth_coefficients = None
@@ -301,9 +306,9 @@ class Mechanism:
             got = self.growth_coefficients(float(sensitivity))
             if isinstance(got, Unsupported):
                 return got
-        if capability == "opendp_measurement" and not isinstance(self.guarantee, PureDP):
-            return Unsupported(capability, f"mechanism {self.name!r} gives {self.guarantee}, and the release "
-                                           "ledger accounts pure ε-DP only")
+        if capability == "opendp_measurement" and getattr(self.guarantee, "kind", None) not in ACCOUNTED_GUARANTEES:
+            return Unsupported(capability, f"mechanism {self.name!r} gives {self.guarantee}, which the release "
+                                           f"ledger does not account (it accounts {', '.join(ACCOUNTED_GUARANTEES)})")
         return SUPPORTED
 
     def require(self, capability: str, sensitivity=None):

@@ -121,6 +121,12 @@ class Gaussian(Mechanism, _builtin=True):
             return ConstantNoise(self, float(share) * V.positive("epsilon", epsilon))
         return AmplifiedGaussian(self.delta, epsilon, share)
 
+    def opendp_measurement(self, dp, scale):
+        # OpenDP's Gaussian on a float vector under the L2 distance at σ = scale: sampled exactly on a fine
+        # grid, its map (ρ-zCDP) accounts the rounding; the release certifies (ε, δ) from that ρ (docs/release.md)
+        space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l2_distance(T=float)
+        return dp.m.make_gaussian(*space, scale=float(scale))
+
     def sample(self, epsilon, sensitivity=1.0, size=None, rng=None):
         rng = np.random.default_rng(rng)
         return rng.normal(0.0, self.sigma(epsilon, sensitivity), size=size)
@@ -152,6 +158,11 @@ class DiscreteGaussian(Gaussian, _builtin=True):
 
     def variance_derivative(self, epsilon, sensitivity=1.0, order: int = 1):
         return Mechanism.variance_derivative(self, epsilon, sensitivity, order)
+
+    def opendp_measurement(self, dp, scale):
+        # OpenDP's discrete Gaussian on an integer vector under the L2 distance at σ = scale (exact sampler, ρ map)
+        space = dp.vector_domain(dp.atom_domain(T=int)), dp.l2_distance(T=int)
+        return dp.m.make_gaussian(*space, scale=float(scale))
 
     def sample(self, epsilon, sensitivity=1.0, size=None, rng=None):
         raise NotImplementedError("the discrete Gaussian has no numpy sampler; releases draw it through OpenDP")
