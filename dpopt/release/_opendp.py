@@ -16,6 +16,7 @@ an ulp while it fails; OpenDP's ``binary_search_param`` as the fallback), so Ope
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 
 INSTALL_HINT = 'the release path needs OpenDP: pip install "dpopt[release]" (or pip install opendp)'
@@ -187,6 +188,7 @@ def gaussian_variance(integer: bool, scale: float) -> float:
     return float(discrete_gaussian_variance(scale)) if integer else float(scale) ** 2
 
 
+@functools.lru_cache(maxsize=4096)
 def gaussian_certified_epsilon(rho: float, delta: float) -> float:
     """The ε recorded for a Gaussian measurement that OpenDP certifies ρ-zCDP, at δ: the analytic curve at the
     effective μ = √(2ρ) (exact for a Gaussian: its privacy profile; OpenDP's ρ includes its own rounding of
@@ -234,7 +236,12 @@ def search_gaussian_scale(dp, integer: bool, sensitivity: float, sigma: float, f
 def zcdp_to_approx_by_opendp(dp, integer: bool, scale: float, sensitivity: float, delta: float) -> float:
     """OpenDP's own conversion of the Gaussian measurement's ρ to ε at ``delta`` (``make_zCDP_to_approxDP`` then
     ``make_fix_delta``: Canonne, Kamath & Steinke's bound), recorded beside the analytic ε (the price of
-    converting through zCDP)."""
+    converting through zCDP). Deterministic: cached."""
+    return _zcdp_to_approx(dp, bool(integer), float(scale), float(sensitivity), float(delta))
+
+
+@functools.lru_cache(maxsize=4096)
+def _zcdp_to_approx(dp, integer: bool, scale: float, sensitivity: float, delta: float) -> float:
     meas = gaussian_measurement(dp, integer, scale)
     fixed = dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(meas), float(delta))
     d_in = int(round(sensitivity)) if integer else float(sensitivity)

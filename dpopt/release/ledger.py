@@ -459,6 +459,9 @@ class PrivacyLedger:
             if self.accounting == "pure" and self.delta_total:
                 raise ValueError(f"delta_total must be 0 for accounting='pure', got {delta_total!r}")
         self.delta_report = None
+        if delta_report is not None and self.accounting != "zcdp":
+            raise ValueError(f"delta_report is only for accounting='zcdp' (a rho total reported as (epsilon, delta)), "
+                             f"got accounting={self.accounting!r}")
         if delta_report is not None:
             d = V.probability("delta_report", delta_report)
             if not 0.0 < d < 1.0:
