@@ -298,3 +298,39 @@ def test_hierarchy_discrete_gaussian_per_level_rho():
     assert rep["conversion"] == "cks" and abs(rep["epsilon"] - theirs) <= 1e-6 * theirs
     with pytest.raises(ValueError, match="integers"):
         release_hierarchy(Hierarchy.from_levels([[5.5], [5.5]], [None, [0]]), rho_per_level=[0.1, 0.1])
+
+
+# ---------------------------------------------------------------------------------- the sample-size family's mean
+def test_gaussian_mean_release_se_and_coverage():
+    """release_mean(mechanism='gaussian'): the analytic σ at (ε_n, δ_n), OpenDP's amplification within (ε, δ), and
+    over repeated releases the reported SE matches the spread and the CI covers (5 Monte Carlo SEs)."""
+    from dpopt import SampleSizeProgram
+    from dpopt.release import release_mean
+    from dpopt.sampling import draw_srs
+    from dpopt.privacy.gaussian import gaussian_sigma
+
+    y = (np.asarray(FRAME["y"], float) / 10.0).tolist()
+    frame = {"id": FRAME["id"], "y": y}
+    N, n, R = len(y), 60, 300
+    model = SampleSizeProgram(N, float(np.var(y, ddof=1)), 1.0, delta=1e-6, value_range=1.0)
+    truth = float(np.mean(y))
+    est, ses, cover = [], [], 0
+    for r in range(R):
+        s = draw_srs(frame, n, id="id", seed=f"mean {r}")
+        rel = release_mean(model, s, s.values(frame, "y"), (0.0, 1.0), mechanism="gaussian")
+        est.append(rel.estimate)
+        ses.append(rel.se)
+        cover += rel.ci[0] <= truth <= rel.ci[1]
+    sigma = float(gaussian_sigma(math.log1p(math.expm1(1.0) * N / n), 1e-6 * N / n, 1.0 / n))
+    assert sigma <= rel.scale <= sigma * (1 + 1e-8)
+    assert rel.record.details["epsilon_central_opendp"] <= 1.0 and rel.record.details["delta_central_opendp"] <= 1e-6
+    v_true = model.S2 * (N - n) / (n * N) + rel.scale ** 2
+    # the reported SE is the closed form itself (public S², known σ); the estimates' spread must match it
+    assert np.allclose(np.square(ses), v_true, rtol=1e-9)
+    dev = np.asarray(est) - np.mean(est)
+    kurtosis = np.mean(dev ** 4) / np.mean(dev ** 2) ** 2
+    assert abs(np.var(est, ddof=1) / v_true - 1) < 5 * math.sqrt((kurtosis - 1) / R)
+    assert abs(cover / R - 0.95) < 5 * math.sqrt(0.95 * 0.05 / R)
+    with pytest.raises(ValueError, match="delta in"):
+        release_mean(SampleSizeProgram(N, 0.1, 1.0, value_range=1.0), s, s.values(frame, "y"), (0.0, 1.0),
+                     mechanism="gaussian")

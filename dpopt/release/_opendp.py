@@ -213,20 +213,26 @@ def confirm_gaussian(rho: float, epsilon: float, delta: float) -> float:
     return theirs
 
 
-def search_gaussian_scale(dp, integer: bool, sensitivity: float, sigma: float, fits) -> tuple[float, float]:
+def search_gaussian_scale(dp, integer: bool, sensitivity: float, sigma: float, fits,
+                          rho_of=None) -> tuple[float, float]:
     """(scale, ρ): the smallest float scale ≥ the calibrated ``sigma`` (the design's σ, docs/gaussian.md) whose
-    OpenDP-certified ρ passes ``fits(ρ)``; OpenDP's rounding may need a scale an ulp or two above σ. Bounded:
+    OpenDP-certified ρ passes ``fits(ρ)``; OpenDP's rounding may need a scale an ulp or two above σ. ``rho_of``
+    (scale → ρ) is the certifying map when it is not the plain vector measurement's (a mean's chain). Bounded:
     ulp steps first, then relative steps of 2^-40 doubling (60 at most)."""
+    if rho_of is None:
+        def rho_of(s):
+            return gaussian_rho(dp, integer, s, sensitivity)
+    gaussian_rho_of = rho_of
     scale = float(sigma)
     for _ in range(_ULP_STEPS):
-        rho = gaussian_rho(dp, integer, scale, sensitivity)
+        rho = gaussian_rho_of(scale)
         if fits(rho):
             return scale, rho
         scale = math.nextafter(scale, math.inf)
     step = 2.0 ** -40
     for _ in range(60):
         scale = float(sigma) * (1.0 + step)
-        rho = gaussian_rho(dp, integer, scale, sensitivity)
+        rho = gaussian_rho_of(scale)
         if fits(rho):
             return scale, rho
         step *= 2.0
