@@ -311,7 +311,7 @@ def test_gaussian_mean_release_se_and_coverage():
 
     y = (np.asarray(FRAME["y"], float) / 10.0).tolist()
     frame = {"id": FRAME["id"], "y": y}
-    N, n, R = len(y), 60, 300
+    N, n, R = len(y), 60, 200
     model = SampleSizeProgram(N, float(np.var(y, ddof=1)), 1.0, delta=1e-6, value_range=1.0)
     truth = float(np.mean(y))
     est, ses, cover = [], [], 0
@@ -334,3 +334,28 @@ def test_gaussian_mean_release_se_and_coverage():
     with pytest.raises(ValueError, match="delta in"):
         release_mean(SampleSizeProgram(N, 0.1, 1.0, value_range=1.0), s, s.values(frame, "y"), (0.0, 1.0),
                      mechanism="gaussian")
+
+
+def test_cli_release_of_a_zcdp_design_charges_rho_and_refuses_overspend(tmp_path, capsys):
+    """dpopt design/release with the discrete Gaussian: --epsilon-total is the ρ total, a second release fills
+    it, a third is refused (exit code 2, nothing written), and the audit is a zCDP one that re-verifies."""
+    from dpopt.cli import main
+    frame = tmp_path / "frame.csv"
+    frame.write_text("id,s,y\n" + "".join(f"{i},{s},{y}\n" for i, s, y in zip(FRAME["id"], FRAME["s"], FRAME["y"])))
+    model = tmp_path / "z.toml"
+    assert main(["design", str(frame), "--strata", "s", "--y", "y", "--total", "150", "--epsilon", "0.5",
+                 "--mechanism", "discrete-gaussian", "--value-range", "0", "10", "--id", "id",
+                 "--out", str(model)]) == 0
+    assert main(["release", str(model), "--frame", str(frame), "--seed", "a long secret 1", "--out",
+                 str(tmp_path / "r1"), "--epsilon-total", "1.0"]) == 0
+    assert main(["release", str(model), "--frame", str(frame), "--seed", "a long secret 2", "--out",
+                 str(tmp_path / "r2"), "--ledger", str(tmp_path / "r1" / "audit.json")]) == 0
+    audit = json.loads((tmp_path / "r2" / "audit.json").read_text())
+    assert audit["accounting"] == "zcdp" and audit["rho_spent"] == pytest.approx(1.0, rel=1e-12)
+    assert audit["report"]["conversion"] is None and audit["epsilon_total"] is None
+    est = json.loads((tmp_path / "r2" / "estimate.json").read_text())
+    assert est["guarantee"] == "zcdp" and est["epsilon_spent"] is None and est["rho_spent"] == pytest.approx(0.5)
+    capsys.readouterr()
+    assert main(["release", str(model), "--frame", str(frame), "--seed", "a long secret 3", "--out",
+                 str(tmp_path / "r3"), "--ledger", str(tmp_path / "r2" / "audit.json")]) == 2
+    assert "rho_total" in capsys.readouterr().err and not (tmp_path / "r3" / "audit.json").exists()

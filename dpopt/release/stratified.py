@@ -272,9 +272,11 @@ class StratifiedRelease:
                            "ci": [_num(self.cis[j, 0]), _num(self.cis[j, 1])],
                            "value_range": None if ranges is None else [float(x) for x in ranges[j]]}
                           for j, v in enumerate(self.variables)],
-            "confidence": self.confidence, "epsilon_spent": self.epsilon_spent,
+            "confidence": self.confidence, "epsilon_spent": _num(self.epsilon_spent),
             "epsilon_target": self.record.target_epsilon, "n": int(self.n.sum()), "N": int(self.N.sum()),
             "mechanism": self.details.get("mechanism"),
+            "guarantee": self.record.parts[0].cells[0].measurements[0].guarantee,
+            "delta_spent": self.record.delta, "rho_spent": _num(self.record.rho),
             "strata": [{"stratum": lab, "N": int(self.N[h]), "n": int(self.n[h]),
                         "mean": {v: _num(self.stratum_mean[h, j]) for j, v in enumerate(self.variables)},
                         "se": {v: _num(self.stratum_se[h, j]) for j, v in enumerate(self.variables)}}
