@@ -126,7 +126,6 @@ def _release_zcdp(dp, hierarchy, rho_per_level, sensitivity, consistency, intege
     """Discrete Gaussian counts per level under ρ_ℓ-zCDP (docs/release.md §7): one person changes one count of a
     level by at most Δ (an integer), so each level's vector has L2 sensitivity Δ; levels compose by adding ρ,
     nodes of a level in parallel. OpenDP's composition of the level measurements cross-checks the total ρ."""
-    from ..models.tree import Hierarchy  # noqa: F401 - the type was checked by the caller
     from ..privacy.gaussian import sigma_from_rho
     from ..simulate.hierarchy import _project_groups, round_consistent
 
