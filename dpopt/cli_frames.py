@@ -245,14 +245,18 @@ def run_release(args) -> int:
     if args.ledger:
         ledger = PrivacyLedger.from_audit(Path(args.ledger))
     if args.epsilon_total is not None:
+        # the total is in the design's own budget: ε (pure, or (ε, δ) with the design's δ), or ρ under zCDP
         total = V.positive("--epsilon-total", args.epsilon_total)
+        kind = model.mechanism.guarantee.kind
+        attr = "rho_total" if kind == "zcdp" else "epsilon_total"
         if ledger is None:
-            ledger = PrivacyLedger(total, name=path.stem)
-        elif total < ledger.epsilon_total:
+            ledger = (PrivacyLedger(rho_total=total, name=path.stem) if kind == "zcdp" else
+                      PrivacyLedger(total, model.delta if kind == "approx" else 0.0, name=path.stem))
+        elif getattr(ledger, attr) is None or total < getattr(ledger, attr):
             raise ValueError(f"--epsilon-total {total:g} is below the ledger's declared total "
-                             f"{ledger.epsilon_total:g}; a ledger's total can only be raised")
+                             f"{getattr(ledger, attr)}; a ledger's total can only be raised")
         else:
-            ledger.epsilon_total = total     # a declared policy for a planned series; the audit records it
+            setattr(ledger, attr, total)     # a declared policy for a planned series; the audit records it
     sol = model.solve()
     if sol.n is None:
         raise ValueError(f"{path}: the design has no integer solution ({sol.status}: {sol.message})")
@@ -284,8 +288,14 @@ def run_release(args) -> int:
         lo, hi = v["ci"]
         print(f"{v['variable']}: estimate {num(v['estimate'], '.6g')}  se {num(v['se'], '.4g')}  "
               f"{int(round(100 * confidence))}% ci [{num(lo, '.6g')}, {num(hi, '.6g')}]")
-    print(f"epsilon spent {rel.epsilon_spent:.6g} (ledger {rel.ledger.epsilon_spent:.6g} of "
-          f"{rel.ledger.epsilon_total:g})  n {est['n']}")
+    if rel.ledger.accounting == "zcdp":
+        print(f"rho spent {rel.record.rho:.6g} (ledger {rel.ledger.rho_spent:.6g} of {rel.ledger.rho_total:g})  "
+              f"n {est['n']}")
+    else:
+        d = (f", delta {rel.ledger.delta_spent:.3g} of {rel.ledger.delta_total:g}"
+             if rel.ledger.accounting == "approx" else "")
+        print(f"epsilon spent {rel.epsilon_spent:.6g} (ledger {rel.ledger.epsilon_spent:.6g} of "
+              f"{rel.ledger.epsilon_total:g}{d})  n {est['n']}")
     if rel.message:
         print(f"note: {rel.message}")
     print(f"wrote {out / 'estimate.json'}, {out / 'sample.csv'} (confidential), {out / 'audit.json'}")

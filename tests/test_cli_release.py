@@ -63,7 +63,7 @@ def test_design_then_release(tmp_path, capsys):
     assert len(sample["person"]) == 200 and set(sample["person"]) <= set(frame_rows["person"])
     assert sum(float(w) for w in sample["weight"]) == pytest.approx(1200.0)
     audit = json.loads((tmp_path / "out" / "audit.json").read_text())
-    assert audit["format"] == "dpopt-privacy-audit/2" and audit["within_budget"] and audit["seeded"]
+    assert audit["format"] == "dpopt-privacy-audit/3" and audit["within_budget"] and audit["seeded"]
     assert "8142" not in (tmp_path / "out" / "audit.json").read_text()        # the seed is not written out
     from dpopt.release import PrivacyLedger
     assert PrivacyLedger.from_audit(tmp_path / "out" / "audit.json").epsilon_spent == audit["epsilon_spent"]

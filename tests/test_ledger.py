@@ -321,7 +321,7 @@ def test_from_audit_refuses_non_audits_and_the_old_format(tmp_path):
             PrivacyLedger.from_audit(path)
     for value in (None, 3, [1]):
         with pytest.raises((TypeError, ValueError)):
-            PrivacyLedger.from_audit({"format": "dpopt-privacy-audit/2", "epsilon_total": 1.0, "releases": value,
+            PrivacyLedger.from_audit({"format": "dpopt-privacy-audit/3", "epsilon_total": 1.0, "releases": value,
                                       "epsilon_spent": 0.0, "delta_spent": 0.0, "within_budget": True})
 
 
@@ -331,7 +331,7 @@ def test_cli_ledger_with_a_non_audit_is_one_error_line(tmp_path, capsys):
     model_path = tmp_path / "model.toml"
     assert main(["design", str(frame), "--strata", "region", "--y", "income", "--total", "40", "--epsilon", "1",
                  "--value-range", "0", "100", "--id", "person", "--out", str(model_path)]) == 0
-    for i, text in enumerate(("[1, 2, 3]", "{\"format\": \"dpopt-privacy-audit/2\", \"epsilon_total\": NaN}",
+    for i, text in enumerate(("[1, 2, 3]", "{\"format\": \"dpopt-privacy-audit/3\", \"epsilon_total\": NaN}",
                               "not json at all")):
         bad = tmp_path / f"bad{i}.json"
         bad.write_text(text)

@@ -90,13 +90,17 @@ def test_value_only_refused_elsewhere_with_the_reason():
 
 
 def test_an_opendp_measurement_alone_does_not_release_approximate_dp():
-    """The ledger accounts pure ε: a (ε, δ) mechanism with a measurement is still refused, saying why."""
+    """The ledger accounts (ε, δ), so the capability is there; but the release certifies (ε, δ) only for dpopt's
+    Gaussian mechanisms (the analytic curve at OpenDP's ρ): a user's (ε, δ) mechanism is refused, saying why."""
+    from dpopt.release._opendp import releasable
+
     class WithMeasurement(user.GaussianValueOnly):
         def opendp_measurement(self, dp, scale):     # pragma: no cover - never reached
             raise AssertionError
 
-    why = WithMeasurement().support("opendp_measurement")
-    assert not why and "accounts pure ε-DP only" in str(why)
+    assert WithMeasurement().support("opendp_measurement")
+    with pytest.raises(ValueError, match="cannot be released: .*certifies"):
+        releasable(WithMeasurement())
     assert isinstance(dpopt.privacy.get_mechanism("laplace").guarantee, PureDP)
 
 

@@ -140,7 +140,7 @@ class SeparableProgram:
         m = self.model
         logN = m.log_N if idx is None else m.log_N[idx]
         L = np.logaddexp(0.0, m.log_c + logN - np.log(x))
-        return np.asarray(m.mechanism.variance(m.shares[j] * L, m.sensitivity_of(j)), dtype=float)
+        return np.asarray(m.noise_mechanism(j).variance(m.shares[j] * L, m.sensitivity_of(j)), dtype=float)
 
     def increment_matrix(self, mm, idx=None) -> np.ndarray:
         return self._stack(lambda v, j, i: self.model.unit_increments(v, j, i), np.asarray(mm, dtype=float),

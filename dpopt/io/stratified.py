@@ -13,7 +13,7 @@ from .modelfile import ModelFileError, register_family, take
 # ---------------------------------------------------------------------------------- stratified
 
 _STRATA_KEYS = {"N", "sigma2", "lower", "upper", "weights", "cost", "label", "domain"}
-_DESIGN_KEYS = {"name", "epsilon", "mechanism", "objective", "sensitivity", "value_range", "fpc", "strata",
+_DESIGN_KEYS = {"name", "epsilon", "delta", "mechanism", "objective", "sensitivity", "value_range", "fpc", "strata",
                 "constraint", "precision", "min_per_stratum", "variables", "shares", "variable_weights"}
 
 
@@ -52,6 +52,7 @@ def design_from_file(data: dict, total, strata_required=("N", "sigma2")) -> Stra
         total = int(np.sum(strata["upper"] if strata.get("upper") is not None else strata["N"]))
     design = StratifiedDesign(N=strata["N"], sigma2=strata["sigma2"], total=total,
                               epsilon=data["epsilon"], mechanism=data.get("mechanism", "laplace"),
+                              delta=data.get("delta"),
                               objective=objective, sensitivity=data.get("sensitivity"),
                               lower=strata.get("lower"), upper=strata.get("upper"),
                               fpc=data.get("fpc", False), name=data.get("name", ""),

@@ -54,7 +54,7 @@ def _mechanism_name(mech) -> str:
     from ..privacy.mechanisms import get_mechanism
 
     try:
-        builtin = type(get_mechanism(mech.name))
+        builtin = type(get_mechanism(mech.name, getattr(mech.guarantee, "delta", None)))
     except (ValueError, TypeError):
         builtin = None
     if builtin is not type(mech):
@@ -71,6 +71,8 @@ def design_to_dict(design, *, skip_cost_budget: bool = False) -> dict[str, Any]:
     d["total"] = int(design.total)
     d["epsilon"] = float(design.epsilon)
     d["mechanism"] = _mechanism_name(design.mechanism)
+    if getattr(design.mechanism.guarantee, "delta", None) is not None:
+        d["delta"] = float(design.mechanism.guarantee.delta)
     d["objective"] = design.objective_kind
     ranges, sens = design.value_ranges, [float(x) for x in design.sensitivities]
     if ranges is not None:        # one [lo, hi] for all variables, or one per variable (their widths are Δ_j)

@@ -28,7 +28,7 @@ from .. import frames as F
 from ..feasibility import FEASIBILITY_TOL, Row, feasible, row_holds, used_columns
 from ..numerics import water_fill
 from ..privacy.amplification import log_expm1
-from ..privacy.mechanisms import Mechanism, get_mechanism
+from ..privacy.mechanisms import Mechanism, PureDP, get_mechanism
 from ..result import Certificate, Solution, Status
 from .base import Model, honest_status
 
@@ -236,7 +236,10 @@ class StratifiedDesign(Model):
     sigma2 : response variances σ_i² (≥ 0)
     total : total sample size η (integer, Σ lower ≤ η ≤ Σ upper)
     epsilon : central privacy target ε > 0 every population member receives
-    mechanism : ``"laplace" | "dlap" | "tulap"`` or a :class:`~dpopt.privacy.Mechanism`
+    mechanism : ``"laplace" | "dlap" | "tulap" | "gaussian" | "gaussian-zcdp" | "discrete-gaussian"`` or a
+        :class:`~dpopt.privacy.Mechanism`
+    delta : the central δ of an (ε, δ) target (``"gaussian"``, required there; docs/gaussian.md): a sampled
+        person's nominal δ is δ·N_i/n_i, so every n_i must exceed δ·N_i (the default lower bound does)
     objective : ``"mean"`` (α = N), ``"a-optimal"`` (α = 1), ``"unit-free"`` (α = 1/σ), or weights α
     sensitivity : Δ of one response (TuLap needs 1, DLap an integer)
     lower, upper : bounds on n (defaults 1 and N)
@@ -246,7 +249,7 @@ class StratifiedDesign(Model):
     def __init__(self, N, sigma2, total, epsilon, mechanism="laplace", objective="mean",
                  sensitivity=None, lower=None, upper=None, fpc=False, name="", *, labels=None,
                  domains=None, value_range=None, variables=None, shares=None, variable_weights=None,
-                 min_per_stratum=None):
+                 min_per_stratum=None, delta=None):
         self.N = V.positive_int_vector("N", N)
         k = self.N.size
         self.labels = _labels("labels", labels, k)
@@ -267,7 +270,9 @@ class StratifiedDesign(Model):
             # variance by more than double precision resolves, so designs could no longer be told apart
             raise ValueError(f"epsilon must be in [{EPSILON_RANGE[0]:g}, {EPSILON_RANGE[1]:g}] for a stratified "
                              f"design, got {self.epsilon:g} (docs/stratified.md, supported ranges)")
-        self.mechanism: Mechanism = get_mechanism(mechanism)
+        self.mechanism: Mechanism = get_mechanism(mechanism, delta)
+        # the noise each variable's unit terms use, as a function of the nominal budget (docs/gaussian.md)
+        self.noise_mechanisms = tuple(self.mechanism.for_design(self.epsilon, float(s)) for s in self.shares)
         self.value_ranges, self.sensitivities = self._ranges(value_range, sensitivity)
         self.alpha, self.objective_kind = self._weights(objective)
         self.lower = (np.ones(k, dtype=np.int64) if lower is None
@@ -285,6 +290,7 @@ class StratifiedDesign(Model):
             self.min_per_stratum = m
             # a stratum smaller than m is taken whole (its variance is then known exactly)
             self.lower = np.maximum(self.lower, np.minimum(m, self.upper))
+        self._delta_floor(lower is None)
         if np.any(self.lower > self.upper):
             i = int(np.argmax(self.lower > self.upper))
             raise ValueError(f"lower must be <= upper (stratum {self.labels[i]!r}: lower={self.lower[i]}, "
@@ -303,6 +309,38 @@ class StratifiedDesign(Model):
         self._fpc_const = (float(np.sum(self.alpha2 * ((S / self.N[:, None]) @ self.variable_weights)))
                            if self.fpc else 0.0)
         self._check_finite()
+
+    @property
+    def delta(self):
+        """The central δ of an (ε, δ) target, else None."""
+        return getattr(self.mechanism.guarantee, "delta", None)
+
+    def _delta_floor(self, default_lower: bool) -> None:
+        """Under (ε, δ) a sampled person's nominal δ_i = δ·N_i/n_i must be < 1, i.e. n_i > δ·N_i (docs/gaussian.md):
+        the default lower bound is raised to that floor; a lower bound given below it is refused."""
+        if self.delta is None or self.mechanism.guarantee.kind != "approx":
+            return
+        floor = np.floor(self.delta * self.N.astype(float)).astype(np.int64) + 1
+        bad = self.lower < floor
+        if not np.any(bad):
+            return
+        if default_lower:
+            self.lower = np.maximum(self.lower, np.minimum(floor, self.upper))
+            if np.any(self.upper < floor):
+                i = int(np.argmax(self.upper < floor))
+                raise ValueError(f"upper must exceed delta·N for an (epsilon, delta) design (stratum "
+                                 f"{self.labels[i]!r}: upper={self.upper[i]}, delta·N={self.delta * self.N[i]:g})")
+            return
+        i = int(np.argmax(bad))
+        raise ValueError(f"lower must be > delta·N_i for an (epsilon, delta) design: the nominal delta delta·N_i/n_i "
+                         f"reaches 1 otherwise (stratum {self.labels[i]!r}: lower={self.lower[i]}, "
+                         f"delta·N={self.delta * self.N[i]:g}; use lower >= {floor[i]})")
+
+    def noise_mechanism(self, variable: int = 0) -> Mechanism:
+        """The mechanism of variable ``variable``'s noise as a function of the nominal budget: the design's mechanism
+        for pure ε-DP, bound to the central target and the variable's share otherwise (docs/gaussian.md). Every
+        route (models, formulations, backends) reads the unit terms' noise from here."""
+        return self.noise_mechanisms[int(variable)]
 
     def _check_finite(self) -> None:
         """Every term must be finite over the bounds (each is convex, so at both ends): an objective that
@@ -631,7 +669,8 @@ class StratifiedDesign(Model):
         if variable is None and self.J > 1:
             return np.stack([self.noise_variance_at(x, j, idx) for j in range(self.J)], axis=1)
         j = variable or 0
-        return np.asarray(self.mechanism.variance(float(self.shares[j]) * L, self.sensitivity_of(j)), dtype=float)
+        return np.asarray(self.noise_mechanism(j).variance(float(self.shares[j]) * L, self.sensitivity_of(j)),
+                          dtype=float)
 
     def unit_terms(self, x, variable: int = 0, idx=None) -> np.ndarray:
         """t_ij(x_i) = (σ_ij² + γ_j²(x_i))/x_i per stratum for one variable (no weights); ``idx``: the strata
@@ -672,7 +711,7 @@ class StratifiedDesign(Model):
         """The mechanism's (c0, c1, c2) at this sensitivity (variance = c0 + c1/y + c2/y², y = expm1(ε)) when it
         has them, all ≥ 0 (then a/x + b·x is convex), else None. Asked of the mechanism, never of its class: a
         user subclass with its own variance has no such form unless it gives one (checked by probe)."""
-        mech = self.mechanism
+        mech = self.noise_mechanism(variable)
         d = self.sensitivity_of(variable)
         if not mech.support("growth_coefficients", d):
             return None
@@ -748,7 +787,7 @@ class StratifiedDesign(Model):
         if form is not None:     # t = a/x + b·x + const: no cancellation when σ² = 0
             a, b = form[:2]
             return b - a / x ** 2, (2.0 * a / x ** 3 if second else None)
-        mech = self.mechanism
+        mech = self.noise_mechanism(variable)
         share = float(self.shares[variable])
         ly = self._log_y(x, idx)
         L = np.logaddexp(0.0, ly)
@@ -801,7 +840,7 @@ class StratifiedDesign(Model):
         form = self._unit_linear_form(variable, idx)
         if form is not None:     # t = a/m + b·m + const: the general route below cancels when σ² = 0
             return form[1] - form[0] / (m * m1)
-        mech, d = self.mechanism, self.sensitivity_of(variable)
+        mech, d = self.noise_mechanism(variable), self.sensitivity_of(variable)
         share = float(self.shares[variable])
         lcn = self.log_c + logN                       # log(cN)
         L0 = np.logaddexp(0.0, lcn - np.log(m))
@@ -958,11 +997,12 @@ class StratifiedDesign(Model):
         values in all (True/False), else unknown (None).
         """
         mech = self.mechanism
-        if mech.convex_terms_proven(self.shares):     # the mechanism's own claim (docs/stratified.md)
+        if all(m.convex_terms_proven(self.shares) for m in self.noise_mechanisms):   # the mechanisms' own claim
             return True, "proven for the built-in mechanisms"
         if getattr(self, "_convexity", None) is not None:
             return self._convexity
-        what = (f"user mechanism {mech.name!r}" if not mech.convex_terms_proven(np.ones_like(self.shares))
+        what = (f"user mechanism {mech.name!r}" if type(mech).convex_terms_proven is Mechanism.convex_terms_proven
+                else f"{mech.name} under {mech.guarantee}" if not isinstance(mech.guarantee, PureDP)
                 else f"{mech.name} with budget shares below 1")
         span = int(np.sum(self.upper - self.lower)) * self.J
         if span > max_points:
@@ -1144,7 +1184,7 @@ class StratifiedDesign(Model):
             S2 = S2p[[plabels.index(lab) for lab in labels]]
             design_values = Y
             src = "pilot"
-        mech = get_mechanism(options.get("mechanism", "laplace"))    # raises naming the field, as the design would
+        mech = get_mechanism(options.get("mechanism", "laplace"), options.get("delta"))   # raises as the design would
         if mech.integer_data:
             for j, c in enumerate(ys):
                 F.check_integer_values(design_values[:, j], c, mech.name, where=src)

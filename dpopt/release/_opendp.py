@@ -16,6 +16,7 @@ an ulp while it fails; OpenDP's ``binary_search_param`` as the fallback), so Ope
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 
 INSTALL_HINT = 'the release path needs OpenDP: pip install "dpopt[release]" (or pip install opendp)'
@@ -59,11 +60,16 @@ def _mechanism(mechanism):
 def releasable(mechanism):
     """The mechanism (name or object) if it can be released, else ValueError with the reason."""
     from ..privacy.mechanisms import MechanismUnsupported
+    from ..privacy.mechanisms import Gaussian
     mech = _mechanism(mechanism)
     try:
         mech.require("opendp_measurement")
     except MechanismUnsupported as exc:
         raise MechanismUnsupported(f"mechanism {mech.name!r} cannot be released: {exc}") from None
+    if mech.guarantee.kind != "pure" and not isinstance(mech, Gaussian):
+        raise MechanismUnsupported(f"mechanism {mech.name!r} cannot be released: it gives {mech.guarantee}, and the "
+                                   "release certifies a non-pure guarantee only for dpopt's Gaussian mechanisms (the "
+                                   "exact Gaussian curve at the rho OpenDP's map certifies)")
     return mech
 
 
@@ -147,3 +153,119 @@ def composed_by_opendp(dp, epsilons) -> float:
         parts = [dp.m.make_user_measurement(*space, dp.max_divergence(), function=lambda _x: 0.0,
                                             privacy_map=(lambda e: (lambda d_in: e))(e)) for e in eps]
         return float(dp.c.make_composition(parts).map(1.0))
+
+
+# ---------------------------------------------------------------------------------- Gaussian noise
+#: the Gaussian mechanisms' names (dpopt.privacy.mechanisms.gaussian): continuous under (ε, δ) or ρ-zCDP, and the
+#: discrete Gaussian on integers under ρ-zCDP
+GAUSSIAN_NAMES = ("gaussian", "gaussian-zcdp", "discrete-gaussian")
+#: the name of the conversion a Gaussian (ε, δ) measurement records (docs/release.md §6)
+ANALYTIC = "analytic-gaussian"
+#: the relative margin added to the analytic ε before dp-accounting is asked to confirm it (its float arithmetic
+#: and ours differ in the last digits; 2^-30 lowers δ(ε) by about 1e-9·ε·|d log δ/dε|, far above either's error)
+_CONFIRM_MARGIN = 2.0 ** -30
+ACCOUNTING_HINT = ('(epsilon, delta) releases are confirmed by a vetted accountant, Google\'s dp-accounting: '
+                   'pip install "dpopt[accounting]" (or pip install dp-accounting)')
+
+
+def gaussian_measurement(dp, integer: bool, scale: float):
+    """OpenDP's vector Gaussian measurement under the L2 distance at noise scale σ = ``scale``: on floats
+    (OpenDP samples exactly on a fine grid and accounts the rounding in its map) or, ``integer``, the discrete
+    Gaussian on integers. Its map gives the ρ-zCDP it certifies."""
+    from ..privacy.mechanisms import get_mechanism
+    return get_mechanism("discrete-gaussian" if integer else "gaussian-zcdp").opendp_measurement(dp, scale)
+
+
+def gaussian_rho(dp, integer: bool, scale: float, sensitivity: float) -> float:
+    """The ρ OpenDP's map certifies for the Gaussian measurement at ``scale`` and L2 sensitivity Δ."""
+    d_in = int(round(sensitivity)) if integer else float(sensitivity)
+    return float(gaussian_measurement(dp, integer, scale).map(d_in))
+
+
+def gaussian_variance(integer: bool, scale: float) -> float:
+    """Variance of the Gaussian noise at scale σ: σ² (continuous), the discrete Gaussian's (below σ²)."""
+    from ..privacy.gaussian import discrete_gaussian_variance
+    return float(discrete_gaussian_variance(scale)) if integer else float(scale) ** 2
+
+
+@functools.lru_cache(maxsize=4096)
+def gaussian_certified_epsilon(rho: float, delta: float) -> float:
+    """The ε recorded for a Gaussian measurement that OpenDP certifies ρ-zCDP, at δ: the analytic curve at the
+    effective μ = √(2ρ) (exact for a Gaussian: its privacy profile; OpenDP's ρ includes its own rounding of
+    floats), moved up by a relative 2⁻³⁰ so that the vetted accountant's evaluation confirms it strictly."""
+    from ..privacy.gaussian import gaussian_epsilon
+    return float(gaussian_epsilon(math.sqrt(2.0 * rho), delta)) * (1.0 + _CONFIRM_MARGIN)
+
+
+def confirm_gaussian(rho: float, epsilon: float, delta: float) -> float:
+    """dp-accounting's δ(ε) for the Gaussian mechanism of μ = √(2ρ) (``GaussianPrivacyLoss``, a vetted
+    accountant); raises when it exceeds ``delta`` (the (ε, δ) would not be confirmed) and ImportError with the
+    install hint when dp-accounting is missing."""
+    try:
+        from dp_accounting.pld import privacy_loss_mechanism as plm
+    except ImportError as exc:
+        raise ImportError(ACCOUNTING_HINT) from exc
+    loss = plm.GaussianPrivacyLoss(1.0 / math.sqrt(2.0 * rho), sensitivity=1.0)
+    theirs = float(loss.get_delta_for_epsilon(float(epsilon)))
+    if not theirs <= delta:
+        raise RuntimeError(f"dp-accounting does not confirm (epsilon, delta) = ({epsilon!r}, {delta!r}) for a Gaussian "
+                           f"of rho = {rho!r}: its delta is {theirs!r}")
+    return theirs
+
+
+def search_gaussian_scale(dp, integer: bool, sensitivity: float, sigma: float, fits,
+                          rho_of=None) -> tuple[float, float]:
+    """(scale, ρ): the smallest float scale ≥ the calibrated ``sigma`` (the design's σ, docs/gaussian.md) whose
+    OpenDP-certified ρ passes ``fits(ρ)``; OpenDP's rounding may need a scale an ulp or two above σ. ``rho_of``
+    (scale → ρ) is the certifying map when it is not the plain vector measurement's (a mean's chain). Bounded:
+    ulp steps first, then relative steps of 2^-40 doubling (60 at most)."""
+    if rho_of is None:
+        def rho_of(s):
+            return gaussian_rho(dp, integer, s, sensitivity)
+    gaussian_rho_of = rho_of
+    scale = float(sigma)
+    for _ in range(_ULP_STEPS):
+        rho = gaussian_rho_of(scale)
+        if fits(rho):
+            return scale, rho
+        scale = math.nextafter(scale, math.inf)
+    step = 2.0 ** -40
+    for _ in range(60):
+        scale = float(sigma) * (1.0 + step)
+        rho = gaussian_rho_of(scale)
+        if fits(rho):
+            return scale, rho
+        step *= 2.0
+    raise RuntimeError(f"no Gaussian scale near sigma = {sigma!r} fits the budget")   # pragma: no cover
+
+
+def zcdp_to_approx_by_opendp(dp, integer: bool, scale: float, sensitivity: float, delta: float) -> float:
+    """OpenDP's own conversion of the Gaussian measurement's ρ to ε at ``delta`` (``make_zCDP_to_approxDP`` then
+    ``make_fix_delta``: Canonne, Kamath & Steinke's bound), recorded beside the analytic ε (the price of
+    converting through zCDP). Deterministic: cached."""
+    return _zcdp_to_approx(dp, bool(integer), float(scale), float(sensitivity), float(delta))
+
+
+@functools.lru_cache(maxsize=4096)
+def _zcdp_to_approx(dp, integer: bool, scale: float, sensitivity: float, delta: float) -> float:
+    meas = gaussian_measurement(dp, integer, scale)
+    fixed = dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(meas), float(delta))
+    d_in = int(round(sensitivity)) if integer else float(sensitivity)
+    return float(fixed.map(d_in)[0])
+
+
+def amplified_approx_by_opendp(dp, epsilon_nominal: float, delta_nominal: float, n: int, N: int) -> tuple[float, float]:
+    """OpenDP's population amplification of an (ε, δ)-DP mechanism (fixed δ) on an SRS of n out of N
+    (``make_population_amplification`` accepts ``Approximate(MaxDivergence)`` in OpenDP 0.16): the cross-check
+    of the ledger's log1p(q·expm1(ε)), q·δ. The inner measurement is a stand-in carrying that map."""
+    if n == N:
+        return float(epsilon_nominal), float(delta_nominal)
+    with honest_but_curious(dp):
+        inner = dp.m.make_user_measurement(
+            dp.vector_domain(dp.atom_domain(T=float), size=int(n)), dp.symmetric_distance(),
+            dp.approximate(dp.max_divergence()), function=lambda _x: 0.0,
+            privacy_map=lambda d_in: (float(epsilon_nominal) * ((int(d_in) + 1) // 2),
+                                      float(delta_nominal) * ((int(d_in) + 1) // 2)))
+        amp = dp.c.make_population_amplification(inner, population_size=int(N))
+        e, d = amp.map(2)
+        return float(e), float(d)

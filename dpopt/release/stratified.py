@@ -47,6 +47,13 @@ class StratumPlan:
     mechanism: str = ""
     sensitivity: float | list[float] = float("nan")   # a list when each variable has its own Δ_j
     shares: list[float] = field(default_factory=list)
+    # Gaussian noise (docs/release.md §4): the guarantee, per variable the nominal δ, the ρ OpenDP certifies,
+    # OpenDP's own (CKS) ε at that δ, and the σ the design calibrated (the scale is it, or an ulp or two above)
+    guarantee: str = "pure"
+    nominal_delta: list[float] = field(default_factory=list)
+    rho: list[float] = field(default_factory=list)
+    epsilon_opendp: list[float] = field(default_factory=list)
+    sigma_design: list[float] = field(default_factory=list)
 
 
 def plan_stratified(model, n, *, dp=None, progress: bool = False) -> list[StratumPlan]:
@@ -59,6 +66,8 @@ def plan_stratified(model, n, *, dp=None, progress: bool = False) -> list[Stratu
     """
     dp = dp or _opendp.require_opendp()
     mechanism = _opendp.releasable(model.mechanism)     # refused here, with the reason, without an OpenDP form
+    if mechanism.guarantee.kind != "pure":
+        return _plan_gaussian(dp, model, n, mechanism, progress)
     mech = mechanism.name
     n = np.asarray(n, dtype=np.int64)
     eps = float(model.epsilon)
@@ -92,6 +101,99 @@ def plan_stratified(model, n, *, dp=None, progress: bool = False) -> list[Stratu
         plans.append(StratumPlan(model.labels[h], Nh, nh, eps, target, scales, spent,
                                  [_opendp.variance_at_scale(mechanism, s) for s in scales], ours, theirs,
                                  mech, _sensitivity_record(model), [float(x) for x in model.shares]))
+    return plans
+
+
+def _gaussian_measurements(dp, model, mechanism, h, nh, scales, nominal_delta):
+    """The stratum's measurements at the given scales: ρ from OpenDP's map; under (ε, δ) the analytic ε at that
+    ρ and the variable's nominal δ (confirmed by dp-accounting) and OpenDP's own conversion."""
+    integer = mechanism.integer_data
+    approx = mechanism.guarantee.kind == "approx"
+    out = []
+    for j, s in enumerate(scales):
+        d = model.sensitivity_of(j)
+        rho = _opendp.gaussian_rho(dp, integer, s, d)
+        var = _opendp.gaussian_variance(integer, s)
+        name = f"{model.variables[j]} in stratum {model.labels[h]!r}"
+        if approx:
+            eps = _opendp.gaussian_certified_epsilon(rho, nominal_delta[j])
+            out.append(Measurement(name, mechanism.name, d, s, eps, nominal_delta[j], var, "approx", rho,
+                                   _opendp.ANALYTIC,
+                                   _opendp.zcdp_to_approx_by_opendp(dp, integer, s, d, nominal_delta[j])))
+        else:
+            out.append(Measurement(name, mechanism.name, d, s, 0.0, 0.0, var, "zcdp", rho))
+    return out
+
+
+def _plan_gaussian(dp, model, n, mechanism, progress) -> list[StratumPlan]:
+    """Scales for Gaussian noise at the design's own calibration (docs/release.md §4): σ of variable j is the σ
+    the design assumed (``model.noise_mechanisms[j]``, the analytic Gaussian at the nominal (ε, δ) under (ε, δ),
+    Δ/√(2ρ_j) under zCDP), raised by an ulp or two until the guarantee OpenDP's map certifies fits:
+
+    * (ε, δ): stratum h's nominal budget L_h is the largest whose amplification is ≤ ε; variable j gets
+      E_j = s_j·L_h and δ_j = s_j·δ·N_h/n_h, and its measurement's ε (the analytic curve at the ρ OpenDP
+      certifies) must be ≤ E_j; dp-accounting confirms each (ε_j, δ_j), and the amplified (Σε_j, Σδ_j) is
+      cross-checked with OpenDP's population amplification;
+    * ρ-zCDP: ρ_j = s_j·ρ, no amplification; OpenDP's ρ must be ≤ ρ_j."""
+    from ..privacy.gaussian import sigma_from_rho
+    n = np.asarray(n, dtype=np.int64)
+    eps = float(model.epsilon)
+    approx = mechanism.guarantee.kind == "approx"
+    delta = float(model.delta) if approx else 0.0
+    shares = [float(x) for x in model.shares]
+    if approx:
+        _opendp.confirm_gaussian(1.0, 1.0, 1.0)           # dp-accounting present, or ImportError with the hint
+    plans = []
+    for h in progress_iter(range(model.k), "plan", progress):
+        Nh, nh = int(model.N[h]), int(n[h])
+        if nh < 1:
+            raise ValueError(f"stratum {model.labels[h]!r} has n = 0: every stratum needs a sample to be estimated")
+        target = nominal_within(eps, nh, Nh) if approx else eps
+        shrink = 1.0
+        for _ in range(_MAX_SHRINK):
+            goal = target * shrink
+            # δ_j = s_j·δ·N/n, a hair below so that Σ_j δ_j·n/N ≤ δ in floating point
+            ndelta = [sj * delta * Nh / nh * (1.0 - 2.0 ** -40) * shrink for sj in shares] if approx else []
+            scales, sig = [], []
+            for j, sj in enumerate(shares):
+                d = model.sensitivity_of(j)
+                if approx:
+                    sigma = math.sqrt(float(model.noise_mechanisms[j].variance(sj * target, d)))
+                    budget = sj * goal
+
+                    def fits(rho, budget=budget, dj=ndelta[j]):
+                        return _opendp.gaussian_certified_epsilon(rho, dj) <= budget
+                else:
+                    sigma = float(sigma_from_rho(sj * eps, d))
+                    fits = (lambda rho, budget=sj * goal: rho <= budget)      # noqa: E731
+                s, _ = _opendp.search_gaussian_scale(dp, mechanism.integer_data, d, sigma, fits)
+                scales.append(s)
+                sig.append(sigma)
+            ms = _gaussian_measurements(dp, model, mechanism, h, nh, scales, ndelta)
+            cell = Cell(model.labels[h], ms, Nh, nh)
+            if approx:
+                ours = (cell.epsilon, cell.delta)
+                theirs = _opendp.amplified_approx_by_opendp(dp, cell.epsilon_nominal, cell.delta_nominal, nh, Nh)
+                ok = ours[0] <= eps and ours[1] <= delta and theirs[0] <= eps and theirs[1] <= delta
+            else:
+                ours = theirs = (cell.rho, 0.0)
+                ok = cell.rho <= eps
+            if ok:
+                break
+            shrink *= 1.0 - 2.0 ** -40
+        else:  # pragma: no cover - the shrink step is far larger than any rounding
+            raise RuntimeError(f"stratum {model.labels[h]!r}: could not fit the budget under {eps!r}")
+        if abs(ours[0] - theirs[0]) > 1e-9 * max(ours[0], theirs[0]):
+            raise RuntimeError(f"stratum {model.labels[h]!r}: dpopt's accountant ({ours!r}) and OpenDP's "
+                               f"({theirs!r}) disagree")
+        if approx:
+            for m in ms:       # the vetted accountant confirms every (ε, δ) recorded
+                _opendp.confirm_gaussian(m.rho, m.epsilon, m.delta)
+        plans.append(StratumPlan(model.labels[h], Nh, nh, eps, target, scales,
+                                 [m.epsilon if approx else m.rho for m in ms], [m.noise_variance for m in ms],
+                                 ours[0], theirs[0], mechanism.name, _sensitivity_record(model), shares,
+                                 mechanism.guarantee.kind, ndelta, [m.rho for m in ms],
+                                 [m.epsilon_opendp for m in ms] if approx else [], sig))
     return plans
 
 
@@ -170,9 +272,11 @@ class StratifiedRelease:
                            "ci": [_num(self.cis[j, 0]), _num(self.cis[j, 1])],
                            "value_range": None if ranges is None else [float(x) for x in ranges[j]]}
                           for j, v in enumerate(self.variables)],
-            "confidence": self.confidence, "epsilon_spent": self.epsilon_spent,
+            "confidence": self.confidence, "epsilon_spent": _num(self.epsilon_spent),
             "epsilon_target": self.record.target_epsilon, "n": int(self.n.sum()), "N": int(self.N.sum()),
             "mechanism": self.details.get("mechanism"),
+            "guarantee": self.record.parts[0].cells[0].measurements[0].guarantee,
+            "delta_spent": self.record.delta, "rho_spent": _num(self.record.rho),
             "strata": [{"stratum": lab, "N": int(self.N[h]), "n": int(self.n[h]),
                         "mean": {v: _num(self.stratum_mean[h, j]) for j, v in enumerate(self.variables)},
                         "se": {v: _num(self.stratum_se[h, j]) for j, v in enumerate(self.variables)}}
@@ -267,12 +371,19 @@ def release_stratified(model, sample, values, *, ledger: PrivacyLedger | None = 
     else:
         plan = _check_plan(dp, model, n, plan)
     _warn_if_useless(model, n, plan, confidence)
-    ledger = ledger if ledger is not None else PrivacyLedger(model.epsilon, name=name or model.name)
+    if ledger is None:
+        kind = mechanism.guarantee.kind
+        ledger = (PrivacyLedger(rho_total=model.epsilon, name=name or model.name) if kind == "zcdp" else
+                  PrivacyLedger(model.epsilon, model.delta if kind == "approx" else 0.0, name=name or model.name))
     identity = sample_identity(sample)
     cells = []
+    gaussian = mechanism.guarantee.kind != "pure"
     for h, p in enumerate(plan):
-        ms = [Measurement(f"{v} in stratum {p.label!r}", mech, model.sensitivity_of(j), s, e, 0.0, g)
-              for j, (v, s, e, g) in enumerate(zip(model.variables, p.scales, p.nominal_spent, p.noise_variance))]
+        if gaussian:
+            ms = _gaussian_measurements(dp, model, mechanism, h, p.n, p.scales, p.nominal_delta)
+        else:
+            ms = [Measurement(f"{v} in stratum {p.label!r}", mech, model.sensitivity_of(j), s, e, 0.0, g)
+                  for j, (v, s, e, g) in enumerate(zip(model.variables, p.scales, p.nominal_spent, p.noise_variance))]
         # the cell is named by who is in it (sample.members), which is what the ledger composes by
         cells.append(Cell(p.label, ms, p.N, p.n, members=sample.members[h]))
     record = ReleaseRecord(name or f"stratified mean of {', '.join(model.variables)}", "stratified",
@@ -342,6 +453,8 @@ def _check_plan(dp, model, n, plan) -> list[StratumPlan]:
     if len(plan) != model.k:
         raise ValueError(f"plan has {len(plan)} strata but the design has {model.k}")
     mechanism = _opendp.releasable(model.mechanism)
+    if mechanism.guarantee.kind != "pure":
+        return _check_gaussian_plan(dp, model, n, plan, mechanism)
     mech, sens, eps = mechanism.name, _sensitivity_record(model), float(model.epsilon)
     shares = [float(x) for x in model.shares]
     deltas = [model.sensitivity_of(j) for j in range(model.J)]
@@ -368,6 +481,34 @@ def _check_plan(dp, model, n, plan) -> list[StratumPlan]:
                              f"amplified {cell.epsilon!r}, not what it records or above epsilon {eps!r}")
         out.append(p)
     return out
+
+
+def _check_gaussian_plan(dp, model, n, plan, mechanism) -> list[StratumPlan]:
+    """A Gaussian plan re-verified as :func:`_check_plan` does a pure one: made for this design, every ρ re-read
+    from OpenDP's map at its scale, every (ε, δ) recomputed and the stratum's total within the design's."""
+    eps = float(model.epsilon)
+    approx = mechanism.guarantee.kind == "approx"
+    shares = [float(x) for x in model.shares]
+    for h, p in enumerate(plan):
+        want = {"label": model.labels[h], "N": int(model.N[h]), "n": int(n[h]), "epsilon_target": eps,
+                "mechanism": mechanism.name, "sensitivity": _sensitivity_record(model), "shares": shares,
+                "guarantee": mechanism.guarantee.kind}
+        for key, value in want.items():
+            if getattr(p, key) != value:
+                raise ValueError(f"plan[{h}].{key} is {getattr(p, key)!r} but the design has {value!r}: the plan was "
+                                 "made for another design (make it with plan_stratified(model, n))")
+        if not (len(p.scales) == model.J and (not approx or len(p.nominal_delta) == model.J)):
+            raise ValueError(f"plan[{h}] has {len(p.scales)} scales but the design has {model.J} variable(s)")
+        if approx and any(not 0 < dj < 1 for dj in p.nominal_delta):
+            raise ValueError(f"plan[{h}].nominal_delta must be in (0, 1), got {p.nominal_delta!r}")
+        ms = _gaussian_measurements(dp, model, mechanism, h, p.n, p.scales, p.nominal_delta)
+        cell = Cell(p.label, ms, p.N, p.n)
+        spent = [m.epsilon if approx else m.rho for m in ms]
+        within = (cell.epsilon <= eps and cell.delta <= float(model.delta)) if approx else cell.rho <= eps
+        if spent != [float(e) for e in p.nominal_spent] or not within:
+            raise ValueError(f"plan[{h}] (stratum {p.label!r}): its scales spend {spent!r}, not what it records or "
+                             f"above the design's budget {eps!r}")
+    return list(plan)
 
 
 def estimate_stratified(Z, stratum, N, n, noise_variance, confidence: float = 0.95) -> dict:
@@ -416,13 +557,17 @@ def estimate_stratified(Z, stratum, N, n, noise_variance, confidence: float = 0.
 def _design_details(model, n, plan) -> dict:
     return {"design": {"labels": list(model.labels), "N": model.N.tolist(), "n": [int(x) for x in n],
                        "epsilon": float(model.epsilon), "mechanism": model.mechanism.name,
+                       "guarantee": model.mechanism.guarantee.kind, "delta": model.delta,
                        "value_range": _range_record(model),
                        "sensitivity": _sensitivity_record(model), "variables": list(model.variables),
                        "shares": [float(s) for s in model.shares]},
             "amplification": [{"stratum": p.label, "N": p.N, "n": p.n, "rate": p.n / p.N,
                                "nominal_target": p.nominal_target, "nominal_spent": p.nominal_spent,
                                "scales": p.scales, "epsilon_central": p.epsilon_central,
-                               "epsilon_central_opendp": p.epsilon_central_opendp} for p in plan]}
+                               "epsilon_central_opendp": p.epsilon_central_opendp,
+                               **({"nominal_delta": p.nominal_delta, "rho": p.rho, "sigma_design": p.sigma_design,
+                                   "epsilon_opendp": p.epsilon_opendp} if p.guarantee != "pure" else {})}
+                              for p in plan]}
 
 
 __all__ = ["plan_stratified", "release_stratified", "estimate_stratified", "StratifiedRelease", "StratumPlan",

@@ -24,7 +24,7 @@ def dcp_coefficients(d: StratifiedDesign):
     form = d.linear_noise_form()
     if form is None:
         sens = ", ".join(f"{x:g}" for x in d.sensitivities)
-        why = d.mechanism.support("growth_coefficients", d.sensitivity_of(0))
+        why = d.noise_mechanism(0).support("growth_coefficients", d.sensitivity_of(0))
         raise CvxpyUnsupported(f"mechanism {d.mechanism.name!r} with sensitivity {sens} is not DCP: "
                                + (str(why) if not why else "its growth form holds for one variable at the whole "
                                   "budget with coefficients >= 0"))
@@ -58,7 +58,7 @@ def _objective_expr(d: StratifiedDesign, n, form: str, upper=None):
             continue
         m = n[idx]
         L = cp.logistic(lcn[idx] - cp.log(m))
-        noise = noise_variance_hook(d.mechanism)(cp, L, d.sensitivity_of(0), large=bool(flag))
+        noise = noise_variance_hook(d.noise_mechanism(0))(cp, L, d.sensitivity_of(0), large=bool(flag))
         parts.append(cp.sum(cp.multiply(d.alpha2[idx], cp.multiply(d.sigma2[idx] + noise, cp.power(m, -1)))))
     return parts[0] if len(parts) == 1 else parts[0] + parts[1]
 

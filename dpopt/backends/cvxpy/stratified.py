@@ -280,7 +280,7 @@ def relax(model, time_limit: float | None = None, method: str = "auto", rel_gap:
                             message='cvxpy DNLP mode needs IPOPT: pip install "dpopt[ipopt]" '
                                     "(or use method='cuts', or the pyomo/scipy backends)")
         try:
-            noise_variance_hook(d.mechanism)
+            noise_variance_hook(d.noise_mechanism(0))
         except CvxpyUnsupported as exc:
             return Solution(Status.UNSUPPORTED, backend="cvxpy", solver="ipopt", message=str(exc))
         return _solve_dnlp(model, time_limit, gap_tol=max(gap_tol, 1e-8), t0=t0)

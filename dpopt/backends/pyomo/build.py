@@ -65,7 +65,7 @@ def _term_expr(d: StratifiedDesign, i: int, v, hi: float | None = None, divisor:
     if form is not None:          # DLap/TuLap with Δ = 1: f/divisor = a/v + b·v + const exactly
         a, b, const = (float(t[i]) for t in form)
         return a / v + const + b * v
-    mech, delta = d.mechanism, d.sensitivity_of(0)
+    mech, delta = d.noise_mechanism(0), d.sensitivity_of(0)
     why = mech.support("pyomo_variance")
     if not why:
         raise PyomoUnsupported(f"{why}; so the MINLP cannot be written: use formulation='milp' "
@@ -96,7 +96,7 @@ def _unit_expr(d: StratifiedDesign, i: int, j: int, v, hi: float):
     if form is not None:          # t = a/v + const + b·v exactly (const = 2/(cN) for DLap/TuLap)
         a, b, const = (float(t[0]) for t in form)
         return a / v + const + b * v
-    mech, delta = d.mechanism, d.sensitivity_of(j)
+    mech, delta = d.noise_mechanism(j), d.sensitivity_of(j)
     why = mech.support("pyomo_variance")
     if not why:
         raise PyomoUnsupported(f"{why}; so the MINLP cannot be written: give the mechanism the hook")

@@ -7,10 +7,11 @@ must use :mod:`dpopt.release`, whose noise comes from the mechanism's OpenDP mea
 
 from .base import (CAPABILITIES, SUPPORTED, ApproxDP, Mechanism, MechanismUnsupported, PureDP, Unsupported, ZCDP)
 from .dlap import DiscreteLaplace
+from .gaussian import DiscreteGaussian, Gaussian
 from .laplace import Laplace, laplace_variance
 from .registry import MECHANISMS, get_mechanism, noise_variance
 from .tulap import TuLap
 
-__all__ = ["Mechanism", "Laplace", "DiscreteLaplace", "TuLap", "MECHANISMS", "get_mechanism", "noise_variance",
+__all__ = ["Mechanism", "Laplace", "DiscreteLaplace", "TuLap", "Gaussian", "DiscreteGaussian", "MECHANISMS", "get_mechanism", "noise_variance",
            "laplace_variance", "PureDP", "ApproxDP", "ZCDP", "CAPABILITIES", "SUPPORTED", "Unsupported",
            "MechanismUnsupported"]

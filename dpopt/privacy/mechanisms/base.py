@@ -35,7 +35,7 @@ class PureDP:
 @dataclass(frozen=True)
 class ApproxDP:
     """(ε, δ)-DP at budget ε, with a fixed δ. Designs accept it (ε amplifies as for pure DP, δ scales by the
-    sampling rate); the release does not account δ yet and refuses it."""
+    sampling rate: :meth:`Mechanism.for_design`)."""
 
     delta: float
     kind = "approx"
@@ -52,12 +52,16 @@ class ApproxDP:
 
 @dataclass(frozen=True)
 class ZCDP:
-    """ρ-zCDP (the budget read as ρ). Declared for mechanisms to come; nothing in dpopt accounts it yet."""
+    """ρ-zCDP (the budget read as ρ). Sampling does not amplify it: in a design the noise is a constant."""
 
     kind = "zcdp"
 
     def __str__(self) -> str:
         return "ρ-zCDP"
+
+
+#: the guarantee kinds the release ledger accounts (dpopt/release/ledger.py: pure ε, (ε, δ) and ρ-zCDP)
+ACCOUNTED_GUARANTEES = ("pure", "approx", "zcdp")
 
 
 # ---------------------------------------------------------------------------------- capabilities
@@ -155,7 +159,7 @@ def _checked_variance(fn):
 # data).
 _DERIVED = ("variance_difference", "variance_derivative", "remainder", "remainder_derivative", "split_below",
             "laplace_part", "has_remainder", "integer_data", "sensitivity_argument",
-            "release_values") + tuple(CAPABILITIES)
+            "release_values", "for_design") + tuple(CAPABILITIES)
 
 
 def _derive_from_variance(cls) -> None:
@@ -283,7 +287,8 @@ class Mechanism:
     #     Unsupported for a sensitivity where the variance has no such form. With y = expm1(ε)·N/n after
     #     amplification the noise term is linear in n and 1/n (DCP).
     #   opendp_measurement(dp, scale): OpenDP's measurement adding the noise to a vector under the L1
-    #     distance at noise scale Δ/ε (its map gives the ε spent for a sensitivity_argument(Δ)).
+    #     distance at noise scale Δ/ε (its map gives the ε spent for a sensitivity_argument(Δ)); the Gaussian
+    #     ones under the L2 distance at noise scale σ (the map gives the ρ-zCDP OpenDP certifies).
     pyomo_variance = None
     cvxpy_variance = None
     growth_coefficients = None
@@ -301,9 +306,9 @@ class Mechanism:
             got = self.growth_coefficients(float(sensitivity))
             if isinstance(got, Unsupported):
                 return got
-        if capability == "opendp_measurement" and not isinstance(self.guarantee, PureDP):
-            return Unsupported(capability, f"mechanism {self.name!r} gives {self.guarantee}, and the release "
-                                           "ledger accounts pure ε-DP only")
+        if capability == "opendp_measurement" and getattr(self.guarantee, "kind", None) not in ACCOUNTED_GUARANTEES:
+            return Unsupported(capability, f"mechanism {self.name!r} gives {self.guarantee}, which the release "
+                                           f"ledger does not account (it accounts {', '.join(ACCOUNTED_GUARANTEES)})")
         return SUPPORTED
 
     def require(self, capability: str, sensitivity=None):
@@ -354,6 +359,12 @@ class Mechanism:
 
     def check_sensitivity(self, sensitivity) -> float:
         return V.positive("sensitivity", sensitivity)
+
+    def for_design(self, epsilon, share=1.0) -> "Mechanism":
+        """The noise of a stratified design at central budget ``epsilon`` for a variable with budget ``share``, as a
+        mechanism of the nominal budget the design computes. For a pure ε-DP mechanism that is the mechanism
+        itself; an (ε, δ) or zCDP mechanism binds what else the nominal noise depends on (docs/gaussian.md)."""
+        return self
 
     def convex_terms_proven(self, shares) -> bool:
         """Is the design's unit term (S² + Var(nominal ε))/n proven discretely convex in n for these budget
