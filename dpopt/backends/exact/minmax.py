@@ -41,6 +41,7 @@ from .constrained.solve import _join, _parts, _solve_parts
 _DESCRIPTION = "dpopt's own exact solvers (no external solver needed)"
 MAX_STEPS = 80            # level and weighted programs solved at most (each step halves the gap or proves it)
 LEVEL_GAP = 0.5          # relative gap of a level program's tie-break objective (any design will do)
+_UNSETTLED = 4            # levels ending in neither a design nor a proof before the search stops
 _CLOSE = 0.05             # relative gap below which every other level is put just under the upper bound
 
 
@@ -108,6 +109,7 @@ def solve_minmax(model: MinMaxDesign, rel_gap: float | None = None, time_limit: 
         return Solution(status=Status.INFEASIBLE, message=f"infeasible: no design meets the other rows ({reason})")
     stopped = ""
     last_close = False
+    unsettled, floor = 0, -math.inf     # levels that settled nothing, and the highest of them
     for it in range(MAX_STEPS):
         lb, ub = state["lb"], state["ub"]
         if state["n"] is not None and ub - lb <= rel_gap * abs(ub):
@@ -128,7 +130,8 @@ def solve_minmax(model: MinMaxDesign, rel_gap: float | None = None, time_limit: 
         # within _CLOSE, every other level is put just below ub (a proof there ends the search; the integer
         # optimum is often the first incumbent), the others at the midpoint
         close = gap <= _CLOSE and not last_close
-        t = ub - step if close else (0.5 * (lb + ub) if math.isfinite(lb) else ub - max(step, 1e-3 * abs(ub)))
+        low = max(lb, floor)
+        t = ub - step if close else (0.5 * (low + ub) if math.isfinite(low) else ub - max(step, 1e-3 * abs(ub)))
         last_close = close
         kind, reason, j = _run(mp.level(t, mu), convex, deadline.share(max(MAX_STEPS - it, 1) // 4 + 1),
                                LEVEL_GAP)
@@ -141,9 +144,15 @@ def solve_minmax(model: MinMaxDesign, rel_gap: float | None = None, time_limit: 
                 break
             continue
         if not j.found:
-            stopped = f"level {t:.10g}: neither a design nor a proof"
-            steps.append(stopped)
-            break
+            # neither a design nor a proof (a core HiGHS could not settle): the level proves nothing; look
+            # higher, between it and ub, a few times before giving up
+            steps.append(f"level {t:.10g}: neither a design nor a proof")
+            unsettled += 1
+            if unsettled >= _UNSETTLED:
+                stopped = f"{unsettled} levels ended in neither a design nor a proof"
+                break
+            floor = t
+            continue
         before = state["ub"]
         offer(j.n)
         steps.append(f"level {t:.10g}: design worst {state['ub']:.10g}")
