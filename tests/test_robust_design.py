@@ -93,7 +93,7 @@ def test_robust_equals_brute_force(kind, seed):
     model, args = _instance(kind, seed)
     best = _brute(*args)
     try:
-        sol = model.solve(time_limit=30)
+        sol = model.solve(time_limit=30, rel_gap=1e-6)
     except ValueError:
         raise
     if not math.isfinite(best):

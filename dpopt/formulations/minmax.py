@@ -82,3 +82,4 @@ def minmax_program(model) -> MinMaxProgram:
     """The :class:`MinMaxProgram` of a :class:`~dpopt.models.minmax.MinMaxDesign`."""
     return MinMaxProgram(model.terms, model.lower, model.upper, list(model.rows), np.asarray(model.scales, float),
                          np.asarray(model.offsets, float), list(model.constraints_rows))
+
