@@ -41,7 +41,7 @@ from .constrained.block import solve_block
 from .constrained.solve import _join, _parts, _solve_parts
 
 _DESCRIPTION = "dpopt's own exact solvers (no external solver needed)"
-KELLEY_STEPS = 30          # cutting planes for the dual weights at most
+KELLEY_STEPS = 150         # cutting planes for the dual weights at most
 MAX_STEPS = 80            # level and weighted programs solved at most (each step halves the gap or proves it)
 LEVEL_GAP = 0.5          # relative gap of a level program's tie-break objective (any design will do)
 _UNSETTLED = 4            # levels ending in neither a design nor a proof before the search stops
