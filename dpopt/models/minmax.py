@@ -60,6 +60,7 @@ def scenario_terms(design: StratifiedDesign, sigma2s) -> StratifiedDesign:
     out.variables = [f"{v}@{s}" for s in range(S) for v in design.variables]
     out.shares = np.tile(design.shares, S)
     out.sensitivities = np.tile(design.sensitivities, S)
+    out.noise_mechanisms = tuple(design.noise_mechanisms) * S    # column s·J + j: variable j's own noise
     out.value_ranges = None if design.value_ranges is None else np.tile(design.value_ranges, (S, 1))
     out.variable_weights = np.tile(design.variable_weights, S)
     out.precision_targets, out.constraints = [], []
