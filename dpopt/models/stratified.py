@@ -892,7 +892,12 @@ class StratifiedDesign(Model):
         (with several variables: ``epsilon_variable``, ``scale`` and ``noise_sd`` are k×J, per variable)."""
         x = self._check_design(n)
         eps_i = self.nominal_epsilon_at(x)
-        out = {"rate": x / self.N, "epsilon": eps_i}
+        kind = self.mechanism.guarantee.kind
+        if kind == "zcdp":       # sampling does not amplify zCDP: every sampled person spends the central ρ
+            eps_i = np.full(self.k, self.epsilon)
+        out = {"rate": x / self.N, "epsilon": eps_i, "guarantee": kind}
+        if kind == "approx":     # δ_i = δ·N_i/n_i (docs/gaussian.md)
+            out["delta"] = self.delta * (self.N / x)
         if self.J == 1:
             out.update(scale=self.sensitivity_of(0) / eps_i, noise_sd=np.sqrt(self.noise_variance_at(x)))
         else:
@@ -1108,7 +1113,9 @@ class StratifiedDesign(Model):
             for j, v in enumerate(self.variables):
                 out[f"sigma2_{v}"] = self.sigma2_matrix[:, j].copy()
         out["rate"] = nb["rate"]
-        out["epsilon_nominal"] = nb["epsilon"]
+        out["rho" if nb["guarantee"] == "zcdp" else "epsilon_nominal"] = nb["epsilon"]
+        if "delta" in nb:
+            out["delta_nominal"] = nb["delta"]
         scale = np.asarray(nb["scale"])
         if scale.ndim == 1:
             out["noise_scale"] = scale
