@@ -119,30 +119,38 @@ def _newton_log_mu(eps, ld, llo, lhi, start=None):
     """The largest μ with log δ(ε, μ) ≤ ld on the brackets [e^llo, e^lhi] (log δ(llo) < ld ≤ log δ(lhi)):
     Newton's method in l = log μ on h(l) = log δ(ε, e^l) − ld, whose slope is d log δ/d log μ = μ φ(a)/δ
     (docs/gaussian.md), safeguarded by the bracket (a step leaving it bisects instead), then moved to the
-    private side by a few ulps. A fixed, bounded number of steps; vectorised."""
-    llo, lhi = np.array(llo, dtype=float), np.array(lhi, dtype=float)
+    private side by a few ulps. Each step works on the entries not yet converged only. A fixed, bounded number
+    of steps; vectorised."""
+    eps, ld, llo, lhi = (np.array(v, dtype=float) for v in np.broadcast_arrays(eps, ld, llo, lhi))
+    shape = eps.shape
+    eps, ld, llo, lhi = eps.ravel(), ld.ravel(), llo.ravel(), lhi.ravel()
     l = 0.5 * (llo + lhi)
     if start is not None:
-        l = np.where((start > llo) & (start < lhi), start, l)
+        st = np.broadcast_to(np.asarray(start, dtype=float), shape).ravel()
+        l = np.where((st > llo) & (st < lhi), st, l)
+    act = np.arange(l.size)
     for _ in range(_NEWTON_STEPS):
-        m = np.exp(l)
-        lg = log_gaussian_delta(eps, m)
-        h = lg - ld
+        e, t, la, lb, x = eps[act], ld[act], llo[act], lhi[act], l[act]
+        m = np.exp(x)
+        lg = log_gaussian_delta(e, m)
+        h = lg - t
         up = h >= 0.0
-        lhi = np.where(up, l, lhi)
-        llo = np.where(up, llo, l)
-        a = m / 2.0 - eps / m
+        lb = np.where(up, x, lb)
+        la = np.where(up, la, x)
+        a = m / 2.0 - e / m
         with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-            slope = np.exp(l - 0.5 * a * a - _LOG_SQRT_2PI - lg)
-            nxt = l - h / slope
+            slope = np.exp(x - 0.5 * a * a - _LOG_SQRT_2PI - lg)
+            nxt = x - h / slope
         # converged: the Newton step is below round-off, or log δ is within its round-off of the target
         # (more where ε is large: log δ = log Φ(a) + log(1 − e^{ε + log Φ(b) − log Φ(a)}) cancels ε)
-        done = ((np.abs(nxt - l) <= 1e-14 * np.maximum(1.0, np.abs(l)))
-                | (np.abs(h) <= 1e-14 * (1.0 + np.abs(ld) + eps)))
-        bad = ~np.isfinite(nxt) | (nxt <= llo) | (nxt >= lhi)
-        nxt = np.where(bad, np.where(done, l, 0.5 * (llo + lhi)), nxt)
-        l = nxt
-        if np.all(done | (lhi - llo <= 4e-16 * np.maximum(1.0, np.abs(lhi)))):
+        done = ((np.abs(nxt - x) <= 1e-14 * np.maximum(1.0, np.abs(x)))
+                | (np.abs(h) <= 1e-14 * (1.0 + np.abs(t) + e))
+                | (lb - la <= 4e-16 * np.maximum(1.0, np.abs(lb))))
+        bad = ~np.isfinite(nxt) | (nxt <= la) | (nxt >= lb)
+        l[act] = np.where(bad, np.where(done, x, 0.5 * (la + lb)), nxt)
+        llo[act], lhi[act] = la, lb
+        act = act[~done]
+        if act.size == 0:
             break
     mu = np.exp(l)
     step = 4e-15
@@ -155,7 +163,7 @@ def _newton_log_mu(eps, ld, llo, lhi, start=None):
     over = log_gaussian_delta(eps, mu) > ld
     if np.any(over):            # never seen; the bracket's private end is always safe
         mu = np.where(over, np.exp(llo), mu)
-    return mu
+    return mu.reshape(shape)
 
 
 def gaussian_sigma(epsilon, delta, sensitivity=1.0):
