@@ -291,3 +291,15 @@ def test_sample_size_gaussian_exact(sens):
         r = m.relax(backend="exact")
         assert r.objective <= V.min() * (1 + 1e-12)
     assert m.solve(backend="pyomo").status == Status.UNSUPPORTED
+
+
+def test_model_file_round_trip(tmp_path):
+    from dpopt.io import modelfile, writer
+
+    for mech, delta in (("gaussian", 1e-5), ("gaussian-zcdp", None)):
+        d = dpopt.StratifiedDesign([300, 200], [1.0, 2.0], 50, 0.8, mechanism=mech, delta=delta)
+        path = writer.save(d, tmp_path / f"{mech}.toml")
+        m, _ = modelfile.load(path)
+        assert m.delta == delta and m.mechanism == d.mechanism
+        x = np.array([20.0, 30.0])
+        assert m.objective_value(x) == d.objective_value(x)
