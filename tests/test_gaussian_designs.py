@@ -303,3 +303,29 @@ def test_model_file_round_trip(tmp_path):
         assert m.delta == delta and m.mechanism == d.mechanism
         x = np.array([20.0, 30.0])
         assert m.objective_value(x) == d.objective_value(x)
+
+
+def test_cli_design_from_a_frame_with_gaussian_noise(tmp_path, capsys):
+    """`dpopt design --mechanism gaussian --delta` writes a model file that solves to the brute-force optimum of
+    the frame's strata."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_cli_release import _write_frame
+
+    from dpopt.cli import main
+    from dpopt.io import modelfile
+
+    frame = _write_frame(tmp_path / "frame.csv", n=120)
+    out = tmp_path / "g.toml"
+    assert main(["design", str(frame), "--strata", "region", "--y", "income", "--total", "12", "--epsilon", "1",
+                 "--value-range", "0", "100", "--mechanism", "gaussian", "--delta", "1e-5", "--out", str(out)]) == 0
+    capsys.readouterr()
+    m, _ = modelfile.load(out)
+    assert m.delta == 1e-5 and m.mechanism.name == "gaussian" and m.sensitivity == 100.0
+    sol = m.solve(backend="exact")
+    N = m.N.astype(float)
+    P = np.array([p for p in itertools.product(*[range(1, int(n) + 1) for n in m.N]) if sum(p) == 12], dtype=float)
+    g = np.sum(N ** 2 * (m.sigma2 + _gauss_noise(1.0, 1e-5, N, P, 1.0, 100.0)) / P, axis=1)
+    assert sol.objective == pytest.approx(g.min(), rel=1e-9)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import log_ndtr, ndtr
+from scipy.special import log_ndtr, ndtr, ndtri
 
 from .. import _validate as V
 
@@ -99,15 +99,20 @@ def gaussian_mu(epsilon, delta):
     d = _delta_array("delta", delta)
     eps, d = np.broadcast_arrays(eps, d)
     ld = np.log(d)
-    f = lambda m: log_gaussian_delta(eps, m)       # noqa: E731 - increasing in μ
-    # bracket: μ ≤ ε/√(2 log(1/δ))·… is private (the classical bound's μ is below the exact one for ε ≤ 1);
-    # δ(ε, μ) ≥ Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ) grows to 1 with μ, so 2√(2ε) + 2·√(2 log(1/δ)) + 2 is beyond
-    lo = np.minimum(eps / np.sqrt(2.0 * np.log(1.25 / d)) / 4.0, 1e-3)
+    # bracket: δ(ε, μ) ≥ Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ) grows to 1 with μ, so 2√(2ε) + 2·√(2 log(1/δ)) + 2 is
+    # beyond; below, two private μ (no evaluation needed), the larger of which starts Newton:
+    # * the μ whose zCDP conversion ρ + 2√(ρ log 1/δ) gives ε (ρ = μ²/2; the conversion is a valid bound and the
+    #   analytic curve the exact profile), μ = √2·ε/(√(L + ε) + √L), L = log 1/δ;
+    # * the μ with Φ(μ/2 − ε/μ) = δ, μ = z + √(z² + 2ε), z = Φ⁻¹(δ) (δ(ε, μ) < Φ(a) there).
     hi = 2.0 * np.sqrt(2.0 * eps) + 2.0 * np.sqrt(2.0 * np.log(1.0 / d)) + 2.0
-    lo = np.where(f(lo) < ld, lo, lo * 1e-12)
-    # start: the μ whose zCDP conversion ρ + 2√(ρ log 1/δ) = ε gives ε (a private μ, within tens of per cent)
     L = -ld
-    start = np.log(np.sqrt(2.0) * eps / (np.sqrt(L + eps) + np.sqrt(L)))
+    z = ndtri(np.exp(ld))
+    with np.errstate(invalid="ignore"):
+        mu_phi = np.where(np.isfinite(z), z + np.sqrt(z * z + 2.0 * eps), 0.0)
+    mu_z = np.sqrt(2.0) * eps / (np.sqrt(L + eps) + np.sqrt(L))
+    mu0 = np.minimum(np.maximum(mu_z, mu_phi), hi / 2.0)
+    start = np.log(mu0)
+    lo = mu0 * (1.0 - 1e-9)         # private with room for the round-off of the two formulas
     return _out(_newton_log_mu(eps, ld, np.log(lo), np.log(hi), start))
 
 
@@ -157,12 +162,11 @@ def _newton_log_mu(eps, ld, llo, lhi, start=None):
     for _ in range(40):         # the private side: δ(ε, μ) ≤ target, down by doubling steps from a few ulps
         over = log_gaussian_delta(eps, mu) > ld
         if not np.any(over):
-            break
+            return mu.reshape(shape)
         mu = np.where(over, mu * (1.0 - step), mu)
         step = min(2.0 * step, 0.5)
     over = log_gaussian_delta(eps, mu) > ld
-    if np.any(over):            # never seen; the bracket's private end is always safe
-        mu = np.where(over, np.exp(llo), mu)
+    mu = np.where(over, np.exp(llo), mu)       # never seen; the bracket's private end is always safe
     return mu.reshape(shape)
 
 
