@@ -329,3 +329,21 @@ def test_cli_design_from_a_frame_with_gaussian_noise(tmp_path, capsys):
     P = np.array([p for p in itertools.product(*[range(1, int(n) + 1) for n in m.N]) if sum(p) == 12], dtype=float)
     g = np.sum(N ** 2 * (m.sigma2 + _gauss_noise(1.0, 1e-5, N, P, 1.0, 100.0)) / P, axis=1)
     assert sol.objective == pytest.approx(g.min(), rel=1e-9)
+
+
+def test_increments_at_large_n_are_smooth():
+    """N = 1e9, n ≈ 1e7, S² = 0: the increments (noise only) must be smooth in n (no round-off jitter from
+    subtracting nearly equal variances) and agree with the subtraction where that is accurate (g = 1e-3·ε)."""
+    d = dpopt.StratifiedDesign([10 ** 9, 10 ** 9], [0.0, 0.0], 2 * 10 ** 7, 1.0, mechanism="gaussian", delta=1e-6)
+    m = np.arange(10 ** 7, 10 ** 7 + 200, dtype=float)
+    inc = d.unit_increments(m, 0, np.zeros(m.size, dtype=int))
+    dd = np.diff(inc)
+    assert np.all(dd > 0)
+    assert np.std(np.diff(dd)) < 1e-3 * abs(np.mean(dd))
+    mech = d.noise_mechanism(0)
+    for E in (0.3, 2.0, 8.0):
+        g = 1e-3 * E
+        assert mech.variance_difference(E, E - g, g) == pytest.approx(mech.variance(E - g) - mech.variance(E), rel=1e-9)
+        g = 5e-5 * E          # the Taylor branch against a central difference of the exact derivative
+        want = -g * mech.variance_derivative(E - g / 2)
+        assert mech.variance_difference(E, E - g, g) == pytest.approx(want, rel=1e-7)

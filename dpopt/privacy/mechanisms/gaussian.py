@@ -32,6 +32,25 @@ def _log_phi(a):
     return -0.5 * a * a - _LOG_SQRT_2PI
 
 
+def _mu_derivatives(eps, mu, log_d1=None, log_d2=None):
+    """(μ', μ'') along the calibration δ(ε, μ) = δ_nom(ε) (see :func:`_variance_derivative`)."""
+    a = mu / 2.0 - eps / mu
+    b = -mu / 2.0 - eps / mu
+    lpa = _log_phi(a)
+    with np.errstate(over="ignore"):
+        r = np.exp(eps + log_ndtr(b) - lpa)                    # e^ε Φ(b)/φ(a)
+        p1 = 0.0 if log_d1 is None else np.exp(log_d1 - lpa)
+        p2 = 0.0 if log_d2 is None else np.exp(log_d2 - lpa)
+    m1 = r + p1
+    m2 = -(-r + 1.0 / mu - p2 + 2.0 * (a / mu) * m1 - a * (0.5 + eps / mu ** 2) * m1 * m1)
+    return m1, m2
+
+
+#: relative budget gap below which a variance difference is the Taylor series of μ (its error ~ (gap/ε)³, the
+#: subtraction's ~ 1e-14·ε/gap: they cross near 1e-4)
+_TAYLOR_GAP = 1e-4
+
+
 def _variance_derivative(eps, mu, sens, order, log_d1=None, log_d2=None):
     """d^order/dε^order of Δ²/μ(ε)², μ(ε) defined by the calibration δ(ε, μ) = δ_nom(ε) (docs/gaussian.md).
 
@@ -213,6 +232,28 @@ class AmplifiedGaussian(Mechanism, _builtin=True):
         # δ_E = c·expm1(E/s): log δ_E' = log δ_E − log s − log(1 − e^{−E/s}), log δ_E'' = log δ_E' − log s
         l1 = ld - np.log(self.share) - np.log(-np.expm1(-E / self.share))
         return _variance_derivative(E, mu, float(sensitivity), order, l1, l1 - np.log(self.share))
+
+    def variance_difference(self, eps0, eps1, gap, sensitivity=1.0):
+        """Var(eps1) − Var(eps0) (eps1 = eps0 − gap < eps0) without subtracting two nearly equal variances where the
+        gap is small: μ(eps1) − μ(eps0) = −μ' g + μ'' g²/2 (closed-form μ', μ''), and
+        1/μ1² − 1/μ0² = −dμ (2μ0 + dμ)/(μ0² μ1²); a larger gap subtracts (docs/gaussian.md)."""
+        E0, E1, g = (np.array(v, dtype=float) for v in np.broadcast_arrays(eps0, eps1, gap))
+        d2 = float(_scale(sensitivity)) ** 2
+        mu0, ld = self._mu(E0)
+        kept = self._last
+        small = g <= _TAYLOR_GAP * E0
+        out = np.empty(E0.shape)
+        if np.any(~small):
+            out[~small] = np.asarray(self.variance(E1[~small], sensitivity)) - d2 / mu0[~small] ** 2
+            self._last = kept             # the callers ask Var(eps0) next
+        if np.any(small):
+            e0, m0, g0 = E0[small], mu0[small], g[small]
+            l1 = ld[small] - np.log(self.share) - np.log(-np.expm1(-e0 / self.share))
+            m1, m2 = _mu_derivatives(e0, m0, l1, l1 - np.log(self.share))
+            dmu = -m1 * g0 + 0.5 * m2 * g0 * g0
+            mu1 = m0 + dmu
+            out[small] = -d2 * dmu * (2.0 * m0 + dmu) / (m0 * m0 * mu1 * mu1)
+        return out[()] if out.ndim == 0 else out
 
     def remainder_derivative(self, epsilon, sensitivity=1.0, order: int = 1):
         return self.variance_derivative(epsilon, sensitivity, order)
