@@ -1053,12 +1053,12 @@ class StratifiedDesign(Model):
 
     def _increments_along(self, m, j, idx, spans):
         """:meth:`unit_increments` at the consecutive integers ``m`` of each stratum's run (one run per stratum of
-        ``idx``, lengths ``spans``). A mechanism without its own ``variance_difference`` subtracts two variances
-        there, V(L(m+1)) − V(L(m)), and L(m+1) of one increment is L(m) of the next: the variances are evaluated
-        once per point, with the same expressions and so the same numbers as :meth:`unit_increments`."""
+        ``idx``, lengths ``spans``). Where the mechanism's ``variance_difference`` is the subtraction
+        V(L(m+1)) − V(L(m)) (``Mechanism.subtracts``), L(m+1) of one increment is L(m) of the next: the variances
+        are evaluated once per point, with the same expressions as :meth:`unit_increments`; elsewhere its own
+        difference is used, as there."""
         mech = self.noise_mechanism(j)
-        if (self._unit_linear_form(j) is not None
-                or type(mech).variance_difference is not Mechanism.variance_difference):
+        if self._unit_linear_form(j) is not None:
             return self.unit_increments(m, j, idx)
         share, d = float(self.shares[j]), self.sensitivity_of(j)
         # the points m and, per run, its last m + 1
@@ -1066,15 +1066,23 @@ class StratifiedDesign(Model):
         pts = np.insert(m, last + 1, m[last] + 1.0)
         pidx = np.insert(idx, last + 1, idx[last])
         L = np.logaddexp(0.0, self.log_c + self.log_N[pidx] - np.log(pts))
-        Vp = np.asarray(mech.variance(share * L, d), dtype=float)
         keep = np.ones(pts.size, dtype=bool)
         keep[last + np.arange(1, last.size + 1)] = False        # positions of the inserted m + 1
-        V0 = Vp[keep]
-        nxt = np.flatnonzero(keep) + 1                          # each point's successor in pts
-        V1 = Vp[nxt]
-        s2 = self.sigma2_matrix[idx, j]
+        here = np.flatnonzero(keep)
+        lcn = self.log_c + self.log_N[idx]
         m1 = m + 1.0
-        return (-s2 + m * (V1 - V0) - V0) / (m * m1)
+        dL = np.logaddexp(0.0, lcn - np.log(m) - np.logaddexp(np.log(m1), lcn))   # L0 − L1, as unit_increments
+        sub = np.asarray(mech.subtracts(share * L[here], share * dL), dtype=bool)
+        if not np.any(sub):
+            return self.unit_increments(m, j, idx)
+        Vp = np.asarray(mech.variance(share * L, d), dtype=float)
+        V0 = Vp[here]
+        dV = Vp[here + 1] - V0
+        if not np.all(sub):
+            o = ~sub
+            dV[o] = mech.variance_difference(share * L[here][o], share * L[here + 1][o], share * dL[o], d)
+        s2 = self.sigma2_matrix[idx, j]
+        return (-s2 + m * dV - V0) / (m * m1)
 
     def exchange_values(self, n):
         """(d_i(n_i−1) for n_i > lo_i, d_j(n_j) for n_j < hi_j): removal savings and addition costs."""

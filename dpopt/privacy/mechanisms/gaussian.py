@@ -244,7 +244,7 @@ class AmplifiedGaussian(Mechanism, _builtin=True):
         small = g <= _TAYLOR_GAP * E0
         out = np.empty(E0.shape)
         if np.any(~small):
-            out[~small] = np.asarray(self.variance(E1[~small], sensitivity)) - d2 / mu0[~small] ** 2
+            out[~small] = np.asarray(self.variance(E1[~small], sensitivity)) - (np.sqrt(d2) / mu0[~small]) ** 2
             self._last = kept             # the callers ask Var(eps0) next
         if np.any(small):
             e0, m0, g0 = E0[small], mu0[small], g[small]
@@ -257,6 +257,10 @@ class AmplifiedGaussian(Mechanism, _builtin=True):
 
     def remainder_derivative(self, epsilon, sensitivity=1.0, order: int = 1):
         return self.variance_derivative(epsilon, sensitivity, order)
+
+    def subtracts(self, eps0, gap):
+        """Where :meth:`variance_difference` is the plain subtraction of two variances (gap above 1e-4·ε)."""
+        return np.asarray(gap, dtype=float) > _TAYLOR_GAP * np.asarray(eps0, dtype=float)
 
     def convex_terms_proven(self, shares) -> bool:
         return False      # verified increment by increment per design (StratifiedDesign.convexity_verified)
