@@ -24,7 +24,11 @@ def add_commands(sub) -> None:
     d.add_argument("--y", required=True, nargs="+", help="study variable column(s)")
     d.add_argument("--total", required=True, type=int, help="total sample size")
     d.add_argument("--epsilon", required=True, type=float, help="central privacy budget every person receives")
-    d.add_argument("--mechanism", default="laplace", help="laplace (default), dlap or tulap")
+    d.add_argument("--mechanism", default="laplace",
+                   help="laplace (default), dlap, tulap, gaussian (with --delta), gaussian-zcdp or discrete-gaussian "
+                        "(--epsilon is then rho)")
+    d.add_argument("--delta", type=float, default=None,
+                   help="central delta of an (epsilon, delta) target (mechanism gaussian)")
     d.add_argument("--value-range", nargs=2, type=float, metavar=("LO", "HI"), default=None, action="append",
                    help="bounds of the responses: sensitivity HI - LO, responses clamped at release; once for "
                         "every --y column, or repeated once per --y column, in their order")
@@ -186,6 +190,8 @@ def run_design(args) -> int:
     if args.id is not None and args.id not in frame:
         raise ValueError(f"frame has no id column {args.id!r}")
     options = {"mechanism": args.mechanism}
+    if args.delta is not None:
+        options["delta"] = args.delta
     if args.value_range is not None:
         ranges = [tuple(r) for r in args.value_range]
         if len(ranges) not in (1, len(args.y)):

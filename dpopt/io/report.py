@@ -61,13 +61,17 @@ def stratified_report(model, solution: Solution) -> str:
         if model.domains is not None:
             row.append(model.domains[i])
         row += [int(model.N[i])] + ([float(model.sigma2[i])] if one else [])
-        row += [pt[i], nb["rate"][i], nb["epsilon"][i]] + ([nb["scale"][i]] if one else [])
+        row += [pt[i], nb["rate"][i], nb["epsilon"][i]] + ([nb["delta"][i]] if "delta" in nb else [])
+        row += [nb["scale"][i]] if one else []
         row += [br["sampling"][i], br["noise"][i]]
         rows.append(row)
     heads = ["stratum"] + (["domain"] if model.domains is not None else []) + ["N"] + (["sigma2"] if one else [])
-    heads += ["n" if integer else "x", "rate", "nominal eps"] + (["noise scale"] if one else []) + ["sampling var", "noise var"]
+    zcdp, approx = nb["guarantee"] == "zcdp", "delta" in nb
+    heads += ["n" if integer else "x", "rate", "rho" if zcdp else "nominal eps"] + (["nominal delta"] if approx else [])
+    heads += (["noise scale"] if one else []) + ["sampling var", "noise var"]
     fmts = ["s"] + (["s"] if model.domains is not None else []) + ["d"] + ([".4g"] if one else [])
-    fmts += ["d" if integer else ".4f", ".4f", ".4g"] + ([".4g"] if one else []) + [".5g", ".5g"]
+    fmts += ["d" if integer else ".4f", ".4f", ".4g"] + ([".4g"] if approx else []) + ([".4g"] if one else [])
+    fmts += [".5g", ".5g"]
     lines.append("")
     lines.append(table(heads, rows, fmts))
     lines.append("")
@@ -86,6 +90,13 @@ def stratified_report(model, solution: Solution) -> str:
         lines.append(f"variables           : {', '.join(model.variables)} (budget shares "
                      f"{', '.join(f'{s:.4g}' for s in model.shares)}, objective weights "
                      f"{', '.join(f'{w:.4g}' for w in model.variable_weights)})")
+    if zcdp:
+        lines.append(f"privacy             : {model.mechanism.name}, rho = {model.epsilon:g} (rho-zCDP): sampling gives "
+                     "no amplification under zCDP, so the noise is the same at every n")
+    elif approx:
+        lines.append(f"privacy             : {model.mechanism.name}, (epsilon, delta) = ({model.epsilon:g}, "
+                     f"{model.delta:g}) central; each sampled person's nominal (eps_i, delta_i) = "
+                     "(log1p(expm1(eps) N_i/n_i), delta N_i/n_i), noise by the analytic Gaussian calibration")
     lines.append(f"objective g(n)      : {solution.objective:.10g}"
                  f"  (sampling {br['sampling_total']:.6g} + noise {br['noise_total']:.6g})")
     if model.objective_kind == "mean":

@@ -16,13 +16,16 @@ from .modelfile import ModelFileError, register_family, resolve_path, take
 
 @register_family("sample_size")
 def _load_sample_size(data: dict, base) -> SampleSizeProgram:
-    """``family = "sample_size"``: N, S2, epsilon, [delta], sensitivity ("mean" or a number), [value_range]."""
-    take(data, {"name", "N", "S2", "epsilon", "delta", "sensitivity", "value_range"}, {"N", "S2", "epsilon"})
+    """``family = "sample_size"``: N, S2, epsilon, [delta], sensitivity ("mean" or a number), [value_range],
+    [mechanism] ("laplace" or "gaussian")."""
+    take(data, {"name", "N", "S2", "epsilon", "delta", "sensitivity", "value_range", "mechanism"},
+         {"N", "S2", "epsilon"})
     sens = data.get("sensitivity", "mean")
     if not isinstance(sens, (str, int, float)) or isinstance(sens, bool):
         raise ModelFileError("sensitivity must be 'mean' or a positive number in a model file")
     return SampleSizeProgram(N=data["N"], S2=data["S2"], epsilon=data["epsilon"], delta=data.get("delta", 0.0),
-                             sensitivity=sens, value_range=data.get("value_range"), name=data.get("name", ""))
+                             sensitivity=sens, value_range=data.get("value_range"), name=data.get("name", ""),
+                             mechanism=data.get("mechanism", "laplace"))
 
 
 # ---------------------------------------------------------------------------------- sample_size_study

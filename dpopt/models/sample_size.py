@@ -36,11 +36,12 @@ import numpy as np
 from .. import _validate as V
 from ..numerics import NotBracketed, bisect, widen
 from ..privacy.amplification import nominal_epsilon
-from ..privacy.mechanisms import laplace_variance
+from ..privacy.mechanisms import get_mechanism, laplace_variance
 from ..result import Certificate, Solution, Status
 from .base import Model, honest_status
 
 TRENDS = ("nonincreasing", "nondecreasing")
+SAMPLE_SIZE_MECHANISMS = ("laplace", "gaussian")
 MAX_N = 2 ** 53
 
 
@@ -168,16 +169,26 @@ class SampleSizeProgram(Model):
     sensitivity : ``"mean"`` (Δ(n) = R/n, needs ``value_range``), a positive number, or a callable n → Δ(n)
     value_range : R, the known range of the values (only with ``sensitivity="mean"``)
     sensitivity_trend : for a callable: ``"nonincreasing"`` / ``"nondecreasing"`` in n, or None (unknown)
+    mechanism : ``"laplace"`` (pure ε-DP noise, δ only bounds n) or ``"gaussian"`` (the analytic Gaussian at the
+        amplified (ε_n, δ_n), δ > 0; docs/gaussian.md): V_n's noise term is then Δ(n)²/μ(ε_n, δ_n)², and only
+        n > N·δ (δ_n < 1) is feasible
     """
 
     def __init__(self, N, S2, epsilon, delta=0.0, sensitivity="mean", value_range=None,
-                 sensitivity_trend=None, name=""):
+                 sensitivity_trend=None, name="", mechanism="laplace"):
         self.N = V.integer("N", N, minimum=1, maximum=MAX_N)
         self.S2 = V.real("S2", S2)
         if self.S2 < 0:
             raise ValueError(f"S2 (population variance) must be >= 0, got {self.S2:g}")
         self.epsilon = V.epsilon("epsilon", epsilon)
         self.delta = V.probability("delta", delta)
+        self.mechanism = V.choice("mechanism", mechanism, SAMPLE_SIZE_MECHANISMS)
+        self._gauss = None
+        if self.mechanism == "gaussian":
+            if not 0.0 < self.delta < 1.0:
+                raise ValueError(f"delta must be in (0, 1) with mechanism 'gaussian', got {self.delta!r}")
+            # the one definition of the amplified Gaussian noise (δ_n = N·δ/n follows ε_n), as the designs use it
+            self._gauss = get_mechanism("gaussian", self.delta).for_design(self.epsilon, 1.0)
         self.value_range = None
         self.sensitivity_trend = None
         self._fn: Callable | None = None
@@ -209,8 +220,9 @@ class SampleSizeProgram(Model):
         if self.kind != "callable":
             # both parts of V_n are largest at n = 1 (sampling term decreasing; noise term decreasing for
             # 'mean', increasing only through eps_n for a constant Delta), so a finite V_1 bounds them all
+            n1 = float(self.n_min) if self._gauss is not None else 1.0      # the smallest n that can be evaluated
             with np.errstate(over="ignore"):
-                v1 = float(self.sampling_variance(1.0) + self.noise_variance_at(1.0))
+                v1 = float(self.sampling_variance(n1) + self.noise_variance_at(n1))
             if not math.isfinite(v1):
                 raise ValueError(f"V_n overflows double precision at n = 1 (S2 = {self.S2:g}, "
                                  f"{'value_range' if self.kind == 'mean' else 'sensitivity'} too large for "
@@ -222,6 +234,13 @@ class SampleSizeProgram(Model):
         n ≥ N·δ (1 when δ = 0). Every backend searches [n_min, N]."""
         if self.delta == 0:
             return 1
+        if self._gauss is not None:      # the Gaussian needs δ_n < 1 strictly: n > N·δ
+            n = int(math.floor(self.N * self.delta)) + 1
+            while n > 1 and self.N * self.delta / (n - 1) < 1.0:    # bounded: at most a step or two of rounding
+                n -= 1
+            while n < self.N and not self.N * self.delta / n < 1.0:
+                n += 1
+            return n
         n = min(self.N, max(1, math.ceil(self.N * self.delta)))
         for _ in range(4):      # agree with delta_n's own rounding of N·δ/n
             if n > 1 and self.N * self.delta / (n - 1) <= 1.0:
@@ -229,6 +248,15 @@ class SampleSizeProgram(Model):
             elif self.N * self.delta / n > 1.0 and n < self.N:
                 n += 1
         return n
+
+    @property
+    def x_min(self) -> float:
+        """Smallest real sample size of the relaxation: max(1, N·δ); with the Gaussian N·δ·(1 + 1e-12) (δ_n < 1
+        strictly, with room for the round-off of δ_n = δ·expm1(ε_n)/expm1(ε))."""
+        x = float(self.N) * self.delta
+        if self._gauss is not None:
+            x = x * (1.0 + 1e-12)
+        return max(1.0, x)
 
     def __repr__(self) -> str:
         if self.kind == "mean":
@@ -238,7 +266,8 @@ class SampleSizeProgram(Model):
         else:
             sens = f"<callable{', ' + self.sensitivity_trend if self.sensitivity_trend else ''}>"
         return (f"SampleSizeProgram(N={self.N}, S2={self.S2:g}, epsilon={self.epsilon:g}, "
-                f"delta={self.delta:g}, sensitivity={sens})")
+                f"delta={self.delta:g}, sensitivity={sens}"
+                + (f", mechanism={self.mechanism!r})" if self.mechanism != "laplace" else ")"))
 
     # ------------------------------------------------------------------ the math (vectorised in n)
     def _n(self, n) -> np.ndarray:
@@ -288,9 +317,21 @@ class SampleSizeProgram(Model):
         return self.S2 * ((self.N - x) / x) / self.N
 
     def noise_variance_at(self, n) -> np.ndarray:
-        """2·(Δ(n)/ε_n)², the Laplace noise variance at the amplified budget."""
+        """The noise variance at the amplified budget: 2·(Δ(n)/ε_n)² (Laplace), Δ(n)²·u(n) with
+        u(n) = 1/μ(ε_n, δ_n)² (Gaussian)."""
         x = np.asarray(n, dtype=float)
+        if self._gauss is not None:
+            return self.sensitivity_at(x) ** 2 * self._unit_gaussian(x)
         return laplace_variance(self.epsilon_n(x), self.sensitivity_at(x))[0]
+
+    def _unit_gaussian(self, x) -> np.ndarray:
+        """u(n) = Var at Δ = 1 of the Gaussian at (ε_n, δ_n): increasing in n, since ε_n and δ_n both decrease
+        in n and the calibrated σ decreases in each (docs/gaussian.md)."""
+        x = np.asarray(x, dtype=float)
+        if np.any(self.N * self.delta / x >= 1.0):
+            raise ValueError(f"n must exceed N·delta = {self.N * self.delta:g} with the Gaussian mechanism (delta_n = "
+                             f"N·delta/n < 1); feasible sample sizes are n >= n_min = {self.n_min}")
+        return np.asarray(self._gauss.variance(self.epsilon_n(x), 1.0), dtype=float)
 
     def variance(self, n) -> np.ndarray:
         """V_n = sampling variance + noise variance (vectorised; n may be real in [1, N])."""
@@ -311,6 +352,15 @@ class SampleSizeProgram(Model):
         """
         a = np.asarray(a, dtype=float)
         b = np.asarray(b, dtype=float)
+        if self._gauss is not None:
+            # Δ(n)²·u(n) with u increasing in n (docs/gaussian.md): the smallest Δ² on [a, b] times u(a)
+            if self.kind == "mean" or self.sensitivity_trend == "nonincreasing":
+                d = self.sensitivity_at(b)
+            elif self.kind == "constant" or self.sensitivity_trend == "nondecreasing":
+                d = self.sensitivity_at(a)
+            else:
+                raise ValueError("no interval bound for a callable sensitivity without sensitivity_trend")
+            return d ** 2 * self._unit_gaussian(a)
         if self.kind == "mean":
             return self.noise_variance_at(b)
         if self.kind == "constant" or self.sensitivity_trend == "nondecreasing":
@@ -325,7 +375,11 @@ class SampleSizeProgram(Model):
         return self.kind != "callable" or self.sensitivity_trend is not None
 
     def no_gain(self, n) -> np.ndarray:
-        """True where the paper's §4.1 bound already rules out a gain at n (sampling var ≥ 2Δ_N²(ε⁻²−ε_n⁻²))."""
+        """True where the paper's §4.1 bound already rules out a gain at n (sampling var ≥ 2Δ_N²(ε⁻²−ε_n⁻²));
+        Laplace noise only."""
+        if self._gauss is not None:
+            raise ValueError("no_gain is the paper's Laplace bound; with mechanism 'gaussian' compare variance(n) "
+                             "with V_N instead")
         x = self._n(n)
         bound = 2.0 * self.sensitivity_at(float(self.N)) ** 2 * (1 / self.epsilon ** 2 - 1 / self.epsilon_n(x) ** 2)
         return self.sampling_variance(x) >= bound

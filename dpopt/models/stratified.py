@@ -888,16 +888,24 @@ class StratifiedDesign(Model):
         return out
 
     def nominal_budgets(self, n) -> dict:
-        """Per stratum: sampling rate, nominal ε_i, noise scale Δ/ε_i and noise standard deviation
-        (with several variables: ``epsilon_variable``, ``scale`` and ``noise_sd`` are k×J, per variable)."""
+        """Per stratum: sampling rate, nominal ε_i (ρ under zCDP), nominal δ_i = δ·N_i/n_i under (ε, δ), noise scale
+        (Δ/ε_i; σ for Gaussian noise) and noise standard deviation (with several variables: ``epsilon_variable``,
+        ``scale`` and ``noise_sd`` are k×J, per variable)."""
         x = self._check_design(n)
         eps_i = self.nominal_epsilon_at(x)
-        out = {"rate": x / self.N, "epsilon": eps_i}
+        kind = self.mechanism.guarantee.kind
+        if kind == "zcdp":       # sampling does not amplify zCDP: every sampled person spends the central ρ
+            eps_i = np.full(self.k, self.epsilon)
+        out = {"rate": x / self.N, "epsilon": eps_i, "guarantee": kind}
+        if kind == "approx":     # δ_i = δ·N_i/n_i (docs/gaussian.md)
+            out["delta"] = self.delta * (self.N / x)
+        sd = np.sqrt(self.noise_variance_at(x))
+        gauss = kind != "pure"     # Gaussian noise: its scale is its standard deviation σ
         if self.J == 1:
-            out.update(scale=self.sensitivity_of(0) / eps_i, noise_sd=np.sqrt(self.noise_variance_at(x)))
+            out.update(scale=sd if gauss else self.sensitivity_of(0) / eps_i, noise_sd=sd)
         else:
             e = eps_i[:, None] * self.shares[None, :]
-            out.update(epsilon_variable=e, scale=self.sensitivities[None, :] / e, noise_sd=np.sqrt(self.noise_variance_at(x)))
+            out.update(epsilon_variable=e, scale=sd if gauss else self.sensitivities[None, :] / e, noise_sd=sd)
         return out
 
     def precision_report(self, n) -> list[dict]:
@@ -1010,18 +1018,71 @@ class StratifiedDesign(Model):
         else:
             out = (True, f"{what}: increments checked non-decreasing on every range")
             for j in range(self.J):
-                for i in range(self.k):
-                    m = np.arange(self.lower[i], self.upper[i], dtype=np.int64)
-                    d = self.unit_increments(m, j, np.full(m.size, i))
-                    bad = np.flatnonzero(np.diff(d) < -1e-12 * np.maximum(np.abs(d[:-1]), np.abs(d[1:])))
-                    if bad.size:
-                        out = (False, f"{what}: stratum {self.labels[i]!r} is not discretely convex in variable "
-                                      f"{self.variables[j]!r} (increment falls after n = {int(m[0] + bad[0] + 1)})")
-                        break
-                if out[0] is False:
+                bad = self._first_concave(j)
+                if bad is not None:
+                    i, n_at = bad
+                    out = (False, f"{what}: stratum {self.labels[i]!r} is not discretely convex in variable "
+                                  f"{self.variables[j]!r} (increment falls after n = {n_at})")
                     break
         self._convexity = out
         return out
+
+    def _first_concave(self, j: int, chunk: int = 1 << 20):
+        """(stratum, n) of the first place where variable j's unit increments fall (relative tolerance 1e-12), or
+        None: every stratum's increments over [lower, upper − 1], evaluated in vectorised chunks of whole strata
+        (bounded: Σ(upper − lower) evaluations in all)."""
+        span = (self.upper - self.lower).astype(np.int64)
+        i0 = 0
+        while i0 < self.k:
+            i1, size = i0, 0
+            while i1 < self.k and (size == 0 or size + span[i1] <= chunk):
+                size += int(span[i1])
+                i1 += 1
+            idx = np.repeat(np.arange(i0, i1), span[i0:i1])
+            if idx.size:
+                starts = np.repeat(np.cumsum(span[i0:i1]) - span[i0:i1], span[i0:i1])
+                m = self.lower[idx] + (np.arange(idx.size) - starts)
+                d = self._increments_along(m.astype(float), j, idx, span[i0:i1])
+                same = idx[1:] == idx[:-1]
+                fall = same & (np.diff(d) < -1e-12 * np.maximum(np.abs(d[:-1]), np.abs(d[1:])))
+                if np.any(fall):
+                    p = int(np.flatnonzero(fall)[0])
+                    return int(idx[p]), int(m[p] + 1)
+            i0 = i1
+        return None
+
+    def _increments_along(self, m, j, idx, spans):
+        """:meth:`unit_increments` at the consecutive integers ``m`` of each stratum's run (one run per stratum of
+        ``idx``, lengths ``spans``). Where the mechanism's ``variance_difference`` is the subtraction
+        V(L(m+1)) − V(L(m)) (``Mechanism.subtracts``), L(m+1) of one increment is L(m) of the next: the variances
+        are evaluated once per point, with the same expressions as :meth:`unit_increments`; elsewhere its own
+        difference is used, as there."""
+        mech = self.noise_mechanism(j)
+        if self._unit_linear_form(j) is not None:
+            return self.unit_increments(m, j, idx)
+        share, d = float(self.shares[j]), self.sensitivity_of(j)
+        # the points m and, per run, its last m + 1
+        last = np.cumsum(spans[spans > 0]) - 1
+        pts = np.insert(m, last + 1, m[last] + 1.0)
+        pidx = np.insert(idx, last + 1, idx[last])
+        L = np.logaddexp(0.0, self.log_c + self.log_N[pidx] - np.log(pts))
+        keep = np.ones(pts.size, dtype=bool)
+        keep[last + np.arange(1, last.size + 1)] = False        # positions of the inserted m + 1
+        here = np.flatnonzero(keep)
+        lcn = self.log_c + self.log_N[idx]
+        m1 = m + 1.0
+        dL = np.logaddexp(0.0, lcn - np.log(m) - np.logaddexp(np.log(m1), lcn))   # L0 − L1, as unit_increments
+        sub = np.asarray(mech.subtracts(share * L[here], share * dL), dtype=bool)
+        if not np.any(sub):
+            return self.unit_increments(m, j, idx)
+        Vp = np.asarray(mech.variance(share * L, d), dtype=float)
+        V0 = Vp[here]
+        dV = Vp[here + 1] - V0
+        if not np.all(sub):
+            o = ~sub
+            dV[o] = mech.variance_difference(share * L[here][o], share * L[here + 1][o], share * dL[o], d)
+        s2 = self.sigma2_matrix[idx, j]
+        return (-s2 + m * dV - V0) / (m * m1)
 
     def exchange_values(self, n):
         """(d_i(n_i−1) for n_i > lo_i, d_j(n_j) for n_j < hi_j): removal savings and addition costs."""
@@ -1108,7 +1169,9 @@ class StratifiedDesign(Model):
             for j, v in enumerate(self.variables):
                 out[f"sigma2_{v}"] = self.sigma2_matrix[:, j].copy()
         out["rate"] = nb["rate"]
-        out["epsilon_nominal"] = nb["epsilon"]
+        out["rho" if nb["guarantee"] == "zcdp" else "epsilon_nominal"] = nb["epsilon"]
+        if "delta" in nb:
+            out["delta_nominal"] = nb["delta"]
         scale = np.asarray(nb["scale"])
         if scale.ndim == 1:
             out["noise_scale"] = scale

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import log_ndtr, ndtr
+from scipy.special import log_ndtr, ndtr, ndtri
 
 from .. import _validate as V
 
@@ -99,15 +99,75 @@ def gaussian_mu(epsilon, delta):
     d = _delta_array("delta", delta)
     eps, d = np.broadcast_arrays(eps, d)
     ld = np.log(d)
-    f = lambda m: log_gaussian_delta(eps, m)       # noqa: E731 - increasing in μ
-    # bracket: μ ≤ ε/√(2 log(1/δ))·… is private (the classical bound's μ is below the exact one for ε ≤ 1);
-    # δ(ε, μ) ≥ Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ) grows to 1 with μ, so 2√(2ε) + 2·√(2 log(1/δ)) + 2 is beyond
-    lo = np.minimum(eps / np.sqrt(2.0 * np.log(1.25 / d)) / 4.0, 1e-3)
+    # bracket: δ(ε, μ) ≥ Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ) grows to 1 with μ, so 2√(2ε) + 2·√(2 log(1/δ)) + 2 is
+    # beyond; below, two private μ (no evaluation needed), the larger of which starts Newton:
+    # * the μ whose zCDP conversion ρ + 2√(ρ log 1/δ) gives ε (ρ = μ²/2; the conversion is a valid bound and the
+    #   analytic curve the exact profile), μ = √2·ε/(√(L + ε) + √L), L = log 1/δ;
+    # * the μ with Φ(μ/2 − ε/μ) = δ, μ = z + √(z² + 2ε), z = Φ⁻¹(δ) (δ(ε, μ) < Φ(a) there).
     hi = 2.0 * np.sqrt(2.0 * eps) + 2.0 * np.sqrt(2.0 * np.log(1.0 / d)) + 2.0
-    lo = np.where(f(lo) < ld, lo, lo * 1e-12)
-    mu_hi, mu_lo = _bisect_log(f, ld, lo, hi)
-    mu = np.where(f(mu_hi) <= ld, mu_hi, mu_lo)            # the private side of the bracket
-    return _out(mu)
+    L = -ld
+    z = ndtri(np.exp(ld))
+    with np.errstate(invalid="ignore"):
+        mu_phi = np.where(np.isfinite(z), z + np.sqrt(z * z + 2.0 * eps), 0.0)
+    mu_z = np.sqrt(2.0) * eps / (np.sqrt(L + eps) + np.sqrt(L))
+    mu0 = np.minimum(np.maximum(mu_z, mu_phi), hi / 2.0)
+    start = np.log(mu0)
+    lo = mu0 * (1.0 - 1e-9)         # private with room for the round-off of the two formulas
+    return _out(_newton_log_mu(eps, ld, np.log(lo), np.log(hi), start))
+
+
+#: safeguarded Newton steps of the calibration (each halves the bracket at least when Newton would leave it)
+_NEWTON_STEPS = 100
+
+
+def _newton_log_mu(eps, ld, llo, lhi, start=None):
+    """The largest μ with log δ(ε, μ) ≤ ld on the brackets [e^llo, e^lhi] (log δ(llo) < ld ≤ log δ(lhi)):
+    Newton's method in l = log μ on h(l) = log δ(ε, e^l) − ld, whose slope is d log δ/d log μ = μ φ(a)/δ
+    (docs/gaussian.md), safeguarded by the bracket (a step leaving it bisects instead), then moved to the
+    private side by a few ulps. Each step works on the entries not yet converged only. A fixed, bounded number
+    of steps; vectorised."""
+    eps, ld, llo, lhi = (np.array(v, dtype=float) for v in np.broadcast_arrays(eps, ld, llo, lhi))
+    shape = eps.shape
+    eps, ld, llo, lhi = eps.ravel(), ld.ravel(), llo.ravel(), lhi.ravel()
+    l = 0.5 * (llo + lhi)
+    if start is not None:
+        st = np.broadcast_to(np.asarray(start, dtype=float), shape).ravel()
+        l = np.where((st > llo) & (st < lhi), st, l)
+    act = np.arange(l.size)
+    for _ in range(_NEWTON_STEPS):
+        e, t, la, lb, x = eps[act], ld[act], llo[act], lhi[act], l[act]
+        m = np.exp(x)
+        lg = log_gaussian_delta(e, m)
+        h = lg - t
+        up = h >= 0.0
+        lb = np.where(up, x, lb)
+        la = np.where(up, la, x)
+        a = m / 2.0 - e / m
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            slope = np.exp(x - 0.5 * a * a - _LOG_SQRT_2PI - lg)
+            nxt = x - h / slope
+        # converged: the Newton step is below round-off, or log δ is within its round-off of the target
+        # (more where ε is large: log δ = log Φ(a) + log(1 − e^{ε + log Φ(b) − log Φ(a)}) cancels ε)
+        done = ((np.abs(nxt - x) <= 1e-14 * np.maximum(1.0, np.abs(x)))
+                | (np.abs(h) <= 1e-14 * (1.0 + np.abs(t) + e))
+                | (lb - la <= 4e-16 * np.maximum(1.0, np.abs(lb))))
+        bad = ~np.isfinite(nxt) | (nxt <= la) | (nxt >= lb)
+        l[act] = np.where(bad, np.where(done, x, 0.5 * (la + lb)), nxt)
+        llo[act], lhi[act] = la, lb
+        act = act[~done]
+        if act.size == 0:
+            break
+    mu = np.exp(l)
+    step = 4e-15
+    for _ in range(40):         # the private side: δ(ε, μ) ≤ target, down by doubling steps from a few ulps
+        over = log_gaussian_delta(eps, mu) > ld
+        if not np.any(over):
+            return mu.reshape(shape)
+        mu = np.where(over, mu * (1.0 - step), mu)
+        step = min(2.0 * step, 0.5)
+    over = log_gaussian_delta(eps, mu) > ld
+    mu = np.where(over, np.exp(llo), mu)       # never seen; the bracket's private end is always safe
+    return mu.reshape(shape)
 
 
 def gaussian_sigma(epsilon, delta, sensitivity=1.0):

@@ -189,7 +189,7 @@ def relax_exact(model: SampleSizeProgram, rel_gap: float = DEFAULT_REL_GAP, time
                                 "sensitivity callable")
     t0 = time.perf_counter()
     deadline = np.inf if time_limit is None else t0 + float(time_limit)
-    lo = max(1.0, float(model.N) * model.delta)
+    lo = model.x_min
     hi = float(model.N)
     a, b = np.array([lo]), np.array([hi])
     ends = np.array([lo, hi])

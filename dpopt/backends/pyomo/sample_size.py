@@ -72,6 +72,10 @@ def solve_pyomo(model: SampleSizeProgram, solver: str = "scip", time_limit: floa
     if opt is None:
         return _fail(Status.UNSUPPORTED, why)
 
+    if getattr(model, "mechanism", "laplace") != "laplace":
+        return _fail(Status.UNSUPPORTED, f"the {model.mechanism} noise variance (the analytic Gaussian calibration, "
+                                         "an inverse of the normal CDF) has no algebraic Pyomo form: use the exact "
+                                         "backend")
     N = model.N
     eps = model.epsilon
     lc = float(log_expm1(eps))

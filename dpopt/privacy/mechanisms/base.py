@@ -159,7 +159,7 @@ def _checked_variance(fn):
 # data).
 _DERIVED = ("variance_difference", "variance_derivative", "remainder", "remainder_derivative", "split_below",
             "laplace_part", "has_remainder", "integer_data", "sensitivity_argument",
-            "release_values", "for_design") + tuple(CAPABILITIES)
+            "release_values", "for_design", "subtracts") + tuple(CAPABILITIES)
 
 
 def _derive_from_variance(cls) -> None:
@@ -410,6 +410,13 @@ class Mechanism:
         The default subtracts; subclasses override with cancellation-free forms.
         """
         return np.asarray(self.variance(eps1, sensitivity)) - np.asarray(self.variance(eps0, sensitivity))
+
+    def subtracts(self, eps0, gap):
+        """Where :meth:`variance_difference` is the plain subtraction Var(eps0 − gap) − Var(eps0) (a boolean per
+        entry): there a caller holding both variances may subtract them itself. The generic form subtracts
+        everywhere; a mechanism with its own form subtracts nowhere unless it says so."""
+        own = type(self).variance_difference is not Mechanism.variance_difference
+        return np.full(np.shape(np.asarray(gap, dtype=float)), not own)
 
     def sample(self, epsilon, sensitivity=1.0, size=None, rng=None):  # pragma: no cover - abstract
         """Seeded numpy draws of the noise, for Monte Carlo only (floating-point noise is open to Mironov's

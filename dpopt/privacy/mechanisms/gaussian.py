@@ -32,23 +32,45 @@ def _log_phi(a):
     return -0.5 * a * a - _LOG_SQRT_2PI
 
 
-def _dmu_deps(eps, mu, dlog_delta=0.0, log_delta=None):
-    """dμ/dε along the calibration δ(ε, μ) = δ_nom(ε) (docs/gaussian.md): (e^ε Φ(b) + δ_nom·(log δ_nom)')/φ(a);
-    at a fixed δ the second term is 0. Every factor in log space."""
+def _mu_derivatives(eps, mu, log_d1=None, log_d2=None):
+    """(μ', μ'') along the calibration δ(ε, μ) = δ_nom(ε) (see :func:`_variance_derivative`)."""
     a = mu / 2.0 - eps / mu
     b = -mu / 2.0 - eps / mu
     lpa = _log_phi(a)
     with np.errstate(over="ignore"):
-        out = np.exp(eps + log_ndtr(b) - lpa)
-        if log_delta is not None:
-            out = out + np.exp(log_delta - lpa) * dlog_delta
-    return out
+        r = np.exp(eps + log_ndtr(b) - lpa)                    # e^ε Φ(b)/φ(a)
+        p1 = 0.0 if log_d1 is None else np.exp(log_d1 - lpa)
+        p2 = 0.0 if log_d2 is None else np.exp(log_d2 - lpa)
+    m1 = r + p1
+    m2 = -(-r + 1.0 / mu - p2 + 2.0 * (a / mu) * m1 - a * (0.5 + eps / mu ** 2) * m1 * m1)
+    return m1, m2
 
 
-def _fd2(f1, eps):
-    """Second derivative as the 5-point central difference of an exact first derivative ``f1``."""
-    h = 1e-4 * eps
-    return (f1(eps - 2 * h) - 8 * f1(eps - h) + 8 * f1(eps + h) - f1(eps + 2 * h)) / (12 * h)
+#: relative budget gap below which a variance difference is the Taylor series of μ (its error ~ (gap/ε)³, the
+#: subtraction's ~ 1e-14·ε/gap: they cross near 1e-4)
+_TAYLOR_GAP = 1e-4
+
+
+def _variance_derivative(eps, mu, sens, order, log_d1=None, log_d2=None):
+    """d^order/dε^order of Δ²/μ(ε)², μ(ε) defined by the calibration δ(ε, μ) = δ_nom(ε) (docs/gaussian.md).
+
+    With G = δ(ε, μ) − δ_nom(ε): G_μ = φ(a), G_ε = −e^ε Φ(b) − δ_nom', G_μμ = −a φ(a)(1/2 + ε/μ²), G_εμ = a φ(a)/μ,
+    G_εε = −e^ε Φ(b) + φ(a)/μ − δ_nom'' (using e^ε φ(b) = φ(a)); μ' = −G_ε/G_μ and
+    μ'' = −(G_εε + 2 G_εμ μ' + G_μμ μ'²)/G_μ. Everything is divided by φ(a) in log space. ``log_d1``, ``log_d2``:
+    log δ_nom' and log δ_nom'' (None at a fixed δ)."""
+    a = mu / 2.0 - eps / mu
+    b = -mu / 2.0 - eps / mu
+    lpa = _log_phi(a)
+    with np.errstate(over="ignore"):
+        r = np.exp(eps + log_ndtr(b) - lpa)                    # e^ε Φ(b)/φ(a)
+        p1 = 0.0 if log_d1 is None else np.exp(log_d1 - lpa)
+        p2 = 0.0 if log_d2 is None else np.exp(log_d2 - lpa)
+    m1 = r + p1
+    d = sens * sens
+    if order == 1:
+        return -2.0 * d * m1 / mu ** 3
+    m2 = -(-r + 1.0 / mu - p2 + 2.0 * (a / mu) * m1 - a * (0.5 + eps / mu ** 2) * m1 * m1)
+    return d * (6.0 * m1 * m1 / mu ** 4 - 2.0 * m2 / mu ** 3)
 
 
 class Gaussian(Mechanism, _builtin=True):
@@ -104,10 +126,8 @@ class Gaussian(Mechanism, _builtin=True):
         d = float(sensitivity)
         if self.zcdp:
             return -d * d / (2.0 * eps ** 2) if order == 1 else d * d / eps ** 3
-        if order == 2:
-            return _fd2(lambda e: self.variance_derivative(e, d, 1), eps)
         mu = np.asarray(G.gaussian_mu(eps, self.delta))
-        return -2.0 * d * d / mu ** 3 * _dmu_deps(eps, mu)
+        return _variance_derivative(eps, mu, d, order)
 
     def convex_terms_proven(self, shares) -> bool:
         # under zCDP the design's noise term is constant, (S² + c)/n is convex; under (ε, δ) it is checked
@@ -184,6 +204,7 @@ class AmplifiedGaussian(Mechanism, _builtin=True):
         self.share = V.positive("share", share)
         self.name = "gaussian"
         self._log_base = float(np.log(self.share) + np.log(self.delta) - log_expm1(self.epsilon))
+        self._last = None
 
     def __repr__(self) -> str:
         return f"AmplifiedGaussian(delta={self.delta!r}, epsilon={self.epsilon!r}, share={self.share!r})"
@@ -193,6 +214,15 @@ class AmplifiedGaussian(Mechanism, _builtin=True):
         return self._log_base + log_expm1(np.asarray(E, dtype=float) / self.share)
 
     def _mu(self, E):
+        E = np.asarray(E, dtype=float)
+        last = self._last
+        if last is not None and last[0].shape == E.shape and np.array_equal(last[0], E):
+            return last[1], last[2]      # the design asks variance and both derivatives at the same budgets
+        mu, ld = self._mu_fresh(E)
+        self._last = (E.copy(), mu, ld)
+        return mu, ld
+
+    def _mu_fresh(self, E):
         ld = np.asarray(self.log_nominal_delta(E))
         if np.any(ld >= 0.0):
             e = float(np.broadcast_to(np.asarray(E, dtype=float), ld.shape).ravel()[int(np.argmax(ld.ravel()))])
@@ -209,16 +239,39 @@ class AmplifiedGaussian(Mechanism, _builtin=True):
 
     def variance_derivative(self, epsilon, sensitivity=1.0, order: int = 1):
         E = np.asarray(epsilon, dtype=float)
-        d = float(sensitivity)
-        if order == 2:
-            return _fd2(lambda e: self.variance_derivative(e, d, 1), E)
         mu, ld = self._mu(E)
-        # d log δ_E/dE = (1/s)·e^{E/s}/expm1(E/s) = 1/(s·(1 − e^{−E/s}))
-        dlog = 1.0 / (self.share * -np.expm1(-E / self.share))
-        return -2.0 * d * d / mu ** 3 * _dmu_deps(E, mu, dlog, ld)
+        # δ_E = c·expm1(E/s): log δ_E' = log δ_E − log s − log(1 − e^{−E/s}), log δ_E'' = log δ_E' − log s
+        l1 = ld - np.log(self.share) - np.log(-np.expm1(-E / self.share))
+        return _variance_derivative(E, mu, float(sensitivity), order, l1, l1 - np.log(self.share))
+
+    def variance_difference(self, eps0, eps1, gap, sensitivity=1.0):
+        """Var(eps1) − Var(eps0) (eps1 = eps0 − gap < eps0) without subtracting two nearly equal variances where the
+        gap is small: μ(eps1) − μ(eps0) = −μ' g + μ'' g²/2 (closed-form μ', μ''), and
+        1/μ1² − 1/μ0² = −dμ (2μ0 + dμ)/(μ0² μ1²); a larger gap subtracts (docs/gaussian.md)."""
+        E0, E1, g = (np.array(v, dtype=float) for v in np.broadcast_arrays(eps0, eps1, gap))
+        d2 = float(_scale(sensitivity)) ** 2
+        mu0, ld = self._mu(E0)
+        kept = self._last
+        small = g <= _TAYLOR_GAP * E0
+        out = np.empty(E0.shape)
+        if np.any(~small):
+            out[~small] = np.asarray(self.variance(E1[~small], sensitivity)) - (np.sqrt(d2) / mu0[~small]) ** 2
+            self._last = kept             # the callers ask Var(eps0) next
+        if np.any(small):
+            e0, m0, g0 = E0[small], mu0[small], g[small]
+            l1 = ld[small] - np.log(self.share) - np.log(-np.expm1(-e0 / self.share))
+            m1, m2 = _mu_derivatives(e0, m0, l1, l1 - np.log(self.share))
+            dmu = -m1 * g0 + 0.5 * m2 * g0 * g0
+            mu1 = m0 + dmu
+            out[small] = -d2 * dmu * (2.0 * m0 + dmu) / (m0 * m0 * mu1 * mu1)
+        return out[()] if out.ndim == 0 else out
 
     def remainder_derivative(self, epsilon, sensitivity=1.0, order: int = 1):
         return self.variance_derivative(epsilon, sensitivity, order)
+
+    def subtracts(self, eps0, gap):
+        """Where :meth:`variance_difference` is the plain subtraction of two variances (gap above 1e-4·ε)."""
+        return np.asarray(gap, dtype=float) > _TAYLOR_GAP * np.asarray(eps0, dtype=float)
 
     def convex_terms_proven(self, shares) -> bool:
         return False      # verified increment by increment per design (StratifiedDesign.convexity_verified)
