@@ -1,0 +1,188 @@
+"""Certified integer min-max designs (docs/robust.md, "The min-max engine").
+
+Solves a :class:`~dpopt.models.minmax.MinMaxDesign`, min_n max_r ρ_r(n) with ρ_r = (R_r(n) − d_r)/c_r, by a
+search on the level t whose every step is the constrained exact route (:mod:`.constrained`) on a compiled
+program of :mod:`dpopt.formulations.minmax`:
+
+1. **Weighted programs** Q(μ) (μ ≥ 0, Σ μ = 1): their certified lower bound is a lower bound of the min-max
+   (Σ μ_r ρ_r ≤ max_r ρ_r), their design an upper bound. The first μ is uniform; later ones are the multipliers
+   of the level rows of the last level program, μ_r ∝ μ_r + λ_r·c_r (the min-max's dual weights at the
+   continuous optimum, so the bound approaches it).
+2. **Level programs** P(t, μ): the rows ρ_r ≤ t. A design found there has worst ratio ≤ t (the upper bound
+   ``ub`` drops to its worst ratio); a proof that P(t) has no design (the constrained route's infeasibility
+   proof: continuous dual, unreachable row or every core infeasible) raises the lower bound ``lb`` to t.
+   t is the midpoint of [lb, ub], or just below ub (ub·(1 − rel_gap/2)) once the gap is small, so a proof there
+   ends the search.
+
+The answer's certificate is a gap certificate on the worst ratio: ``lower_bound`` the best proven bound;
+``optimal`` when (ub − lb) ≤ rel_gap·ub and every bound rests on discretely convex terms. A level step that
+ends neither in a design nor in a proof (time, a core HiGHS could not settle) stops the search with the status
+``feasible`` (or ``time_limit``) and the proven gap.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ... import _log
+from ...feasibility import FEASIBILITY_TOL
+from ...formulations.minmax import minmax_program
+from ...models.minmax import MinMaxDesign
+from ...registry import register
+from ...result import Certificate, Solution, Status
+from .constrained.checks import check_options, convexity, unreachable_rows
+from .constrained.cores import DEFAULT_MAX_STATES
+from .constrained.deadline import Deadline
+from .constrained.block import solve_block
+from .constrained.solve import _join, _parts, _solve_parts
+
+_DESCRIPTION = "dpopt's own exact solvers (no external solver needed)"
+MAX_STEPS = 80            # level and weighted programs solved at most (each step halves the gap or proves it)
+_CLOSE = 1e-3             # relative gap below which the level is put just under the upper bound
+
+
+def _run(prog, convex, deadline, rel_gap):
+    """The constrained exact route on one compiled program: ("infeasible", reason) or ("done", Joined)."""
+    if convex:
+        why = unreachable_rows(prog)
+        if why:
+            return "infeasible", why, None
+    parts = _parts(prog)
+    gap_b = rel_gap * (0.5 if len(parts) > 1 else 1.0)
+
+    def run(sub, dl, resume=None):
+        return solve_block(sub, convex, dl, gap_b, 1, 400_000, False, DEFAULT_MAX_STATES, resume=resume)
+
+    results = _solve_parts(parts, run, deadline, gap_b)
+    if isinstance(results, str):
+        return "infeasible", results, None
+    return "done", "", _join(prog, parts, results)
+
+
+def solve_minmax(model: MinMaxDesign, rel_gap: float | None = None, time_limit: float | None = None,
+                 verbose: bool = False) -> Solution:
+    """Certified integer min-max design (see the module docstring). ``rel_gap`` (default 1e-6, see
+    :data:`dpopt.options.FAMILY_REL_GAP`) is the relative gap on the worst ratio at which ``optimal`` is
+    claimed."""
+    from ...options import default_rel_gap
+    rel_gap = default_rel_gap("exact", "MinMaxDesign") if rel_gap is None else rel_gap
+    rel_gap, time_limit, verbose = check_options(rel_gap, time_limit, verbose)
+    deadline = Deadline(time_limit)
+    mp = minmax_program(model)
+    convex, why = convexity(model)
+    m = mp.m
+    steps: list[str] = []
+    state = {"lb": -math.inf, "ub": math.inf, "n": None}
+    inner_gap = min(rel_gap * 0.25, 1e-9)
+
+    def offer(n):
+        if n is None or not model.is_feasible(n):
+            return
+        w = float(np.max(mp.ratios(n)))
+        if w < state["ub"]:
+            state["ub"], state["n"] = w, np.asarray(n, dtype=np.int64)
+
+    def raise_lb(v):
+        if convex and v > state["lb"]:
+            state["lb"] = float(v)
+
+    def weighted(mu, share):
+        kind, reason, j = _run(mp.weighted(mu), convex, deadline.share(share), inner_gap)
+        if kind == "infeasible":
+            return reason
+        if j.found:
+            offer(j.n)
+        raise_lb(j.lb)
+        steps.append(f"weighted ratios: bound {j.lb:.10g}" + (f", design worst {state['ub']:.10g}"
+                                                               if state["n"] is not None else ""))
+        return None
+
+    mu = np.full(m, 1.0 / m)
+    reason = weighted(mu, 4)
+    if reason is not None:
+        return Solution(status=Status.INFEASIBLE, message=f"infeasible: no design meets the other rows ({reason})")
+    stopped = ""
+    for it in range(MAX_STEPS):
+        lb, ub = state["lb"], state["ub"]
+        if state["n"] is not None and ub - lb <= rel_gap * abs(ub):
+            break
+        if deadline.passed():
+            stopped = "time limit"
+            break
+        if state["n"] is None:
+            stopped = "no design found for the weighted ratios"
+            break
+        gap = (ub - lb) / abs(ub) if math.isfinite(lb) else math.inf
+        # a design whose rows exceed the level by the feasibility test's tolerance is accepted at that level:
+        # a level closer than that to ub proves nothing new
+        step = max(rel_gap * abs(ub) / 2, _tolerance(mp, state["n"], ub))
+        if gap <= _CLOSE:
+            t = ub - step
+            if t <= lb:
+                stopped = "the gap left is within the feasibility test's tolerance"
+                break
+        else:
+            t = 0.5 * (lb + ub) if math.isfinite(lb) else ub - max(step, _CLOSE * abs(ub))
+        kind, reason, j = _run(mp.level(t, mu), convex, deadline.share(max(MAX_STEPS - it, 1) // 4 + 1), inner_gap)
+        if kind == "infeasible":
+            if convex:
+                state["lb"] = max(state["lb"], t)
+            steps.append(f"level {t:.10g}: proven infeasible ({reason})")
+            if not convex:
+                stopped = "infeasibility claimed without convex terms"
+                break
+            continue
+        if not j.found:
+            stopped = f"level {t:.10g}: neither a design nor a proof"
+            steps.append(stopped)
+            break
+        before = state["ub"]
+        offer(j.n)
+        steps.append(f"level {t:.10g}: design worst {state['ub']:.10g}")
+        lam = np.maximum(np.asarray(j.lam, dtype=float)[-m:], 0.0)
+        new = mu + lam * mp.scales
+        if np.all(np.isfinite(new)) and new.sum() > 0:
+            mu = new / new.sum()
+            if weighted(mu, max(MAX_STEPS - it, 1) // 4 + 1) is not None:
+                break
+        if state["ub"] >= before and kind == "done" and t >= before:
+            break       # no progress possible (a safeguard: the level was not below the incumbent)
+    return _answer(model, state, steps, convex, why, rel_gap, deadline, stopped)
+
+
+def _tolerance(mp, n, ub) -> float:
+    """The most a design's worst ratio may exceed a level t ≈ ub and still pass the feasibility test (twice
+    FEASIBILITY_TOL of each level row's magnitude, in ratio units)."""
+    R = mp.ratios(n) * mp.scales + mp.offsets
+    mag = np.maximum(np.abs(ub * mp.scales + mp.offsets), np.abs(R))
+    return float(np.max(4 * FEASIBILITY_TOL * mag / mp.scales))
+
+
+def _answer(model, state, steps, convex, why, rel_gap, deadline, stopped) -> Solution:
+    n, ub, lb = state["n"], state["ub"], state["lb"]
+    if n is None:
+        status = Status.TIME_LIMIT if deadline.passed() else Status.ERROR
+        sol = Solution(status=status, message=f"no design found ({stopped or 'search ended'})")
+        sol.details["steps"] = _log.steps(steps, "exact")
+        return sol
+    gap = max((ub - lb) / abs(ub), 0.0) if ub else (0.0 if lb >= ub else math.inf)
+    proven = bool(convex) and gap <= rel_gap
+    cert = Certificate("gap", proven, lower_bound=lb, gap=gap, tolerance=rel_gap,
+                       message="level search: levels proven infeasible and Lagrangian bounds of weighted ratios "
+                               "(constrained exact route)" + ("" if convex else f"; no bound: {why}"))
+    if proven:
+        status, msg = Status.OPTIMAL, f"proven optimal worst ratio: relative gap {gap:.2e}"
+    elif deadline.passed():
+        status, msg = Status.TIME_LIMIT, f"stopped at the time limit with relative gap {gap:.2e}"
+    else:
+        status, msg = Status.FEASIBLE, f"not proven optimal: relative gap {gap:.2e}" + (
+            f" ({stopped})" if stopped else "") + ("" if convex else f" (no bound: {why})")
+    sol = model.make_solution(n=n, status=status, certificate=cert, message=msg)
+    sol.details["steps"] = _log.steps(steps, "exact")
+    sol.details.update(lower_bound=lb, integrality_gap=gap, level_steps=len(steps))
+    return sol
+
+
+register("exact", MinMaxDesign, "solve", _DESCRIPTION)(solve_minmax)
