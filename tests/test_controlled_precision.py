@@ -158,3 +158,120 @@ def test_model_file_form():
         from_dict({k: v for k, v in data.items() if k != "controlled_precision"})
     with pytest.raises(ModelFileError, match="rho"):
         from_dict(dict(data, controlled_precision={"rho": [1.0, -1.0]}))
+
+
+# ------------------------------------------------------------------ solve and relax against the oracles
+
+CONSTRAINT_KINDS = ("box", "cost", "linear", "target", "mean", "overlap", "small-eps")
+
+
+def _case(seed, kind):
+    """One small instance (k = 5, 2-3 domains) with one constraint kind, and its brute-force min-max."""
+    rs = np.random.default_rng(seed)
+    k, D = 5, 2 + seed % 2
+    eps = 0.05 if kind == "small-eps" else float(rs.choice([0.3, 1.0, 4.0]))
+    delta = float(rs.uniform(0.5, 2.0))
+    N, s2, dom, rho = random_instance(rs, k, D, eps)
+    lo = np.ones(k, dtype=int)
+    hi = N.copy()
+    if kind == "box":
+        lo = rs.integers(1, 3, size=k)
+        hi = np.maximum(lo, N - rs.integers(0, 3, size=k))
+    total = int(rs.integers(lo.sum() + 2, min(hi.sum(), lo.sum() + 14)))
+    d = design_of(N, s2, total, eps, delta, dom, lower=lo, upper=hi)
+    extra = lambda n: True
+    estimate = "mean" if kind == "mean" else "total"
+    if kind == "mean":
+        rho = rho / np.array([N[dom == v].sum() for v in range(D)])
+    if kind == "cost":
+        cost = rs.uniform(1.0, 5.0, size=k)
+        budget = float(np.sort(cost)[:3].sum() * total / 3 * 1.05)
+        d.add_cost_budget(cost, budget)
+        extra = lambda n: cost @ n <= budget * (1 + 1e-9)
+    elif kind == "linear":
+        d.add_constraint(np.eye(k)[0], 3, ">=")
+        extra = lambda n: n[0] >= 3
+    elif kind == "target":
+        # the variance of the population mean at most 1.3 × its value under proportional allocation
+        x = np.maximum(1, np.round(total * N / N.sum()))
+        prop = float(np.sum((N / N.sum()) ** 2 * laplace_unit(N, s2, x, eps, delta)
+                            - (N / N.sum()) ** 2 * s2 / N))
+        d.add_precision_target(1.3 * prop)
+        extra = lambda n: (np.sum((N / N.sum()) ** 2 * laplace_unit(N, s2, n, eps, delta))
+                           - np.sum((N / N.sum()) ** 2 * s2 / N)) <= 1.3 * prop * (1 + 1e-9)
+    if kind == "overlap":
+        # domain 0 is every stratum, domain 1 the first three: overlapping rows (mapping form)
+        doms = {"all": list(range(k)), "head": [0, 1, 2]}
+        rho2 = np.array([N.sum(), N[:3].sum()], dtype=float)
+        cp = d.controlled_precision(doms, rho=rho2)
+
+        def T_of(n):
+            t = laplace_unit(N, s2, n, eps, delta)
+            v = [np.sum(N[m] ** 2 * (t[m] - s2[m] / N[m])) for m in (np.arange(k), np.arange(3))]
+            return float(np.max(np.array(v) / rho2 ** 2))
+        best = min((T_of(np.array(n)), n) for n in compositions(total, list(lo), list(hi)))
+        return cp, best[0]
+    names = [f"d{v}" for v in range(D)]
+    cp = d.controlled_precision(rho=dict(zip(names, rho)), estimate=estimate)
+    best, _ = brute_force(N, s2, total, eps, delta, dom, rho, lo, hi, extra, estimate=estimate)
+    return cp, best
+
+
+@pytest.mark.parametrize("kind", CONSTRAINT_KINDS)
+def test_certified_min_max_equals_brute_force(kind):
+    for seed in range(6):
+        cp, best = _case(seed, kind)
+        sol = cp.solve()
+        if not math.isfinite(best):
+            assert sol.status == Status.INFEASIBLE, (kind, seed, sol)
+            continue
+        assert sol.status == Status.OPTIMAL, (kind, seed, sol.status, sol.message)
+        assert cp.is_feasible(sol.n)
+        assert sol.objective == pytest.approx(best, rel=1e-9), (kind, seed)
+        assert sol.certificate.lower_bound <= best * (1 + 1e-9)
+
+
+def test_classical_continuous_optimum_in_closed_form():
+    """No noise, no active bound: relax() equalises the domains at the closed-form T."""
+    rs = np.random.default_rng(7)
+    for _ in range(3):
+        k, D = 12, 3
+        N = rs.integers(2000, 5000, size=k)
+        S = rs.uniform(3.0, 10.0, size=k)
+        dom = np.arange(k) % D
+        rho = rs.uniform(0.5, 2.0, size=D) * 1e3
+        d = design_of(N, S ** 2, 600, 700.0, 1e-6, dom)
+        cp = d.controlled_precision(rho=rho)
+        rel = cp.relax(rel_gap=1e-9)
+        assert rel.status == Status.OPTIMAL
+        want = classical_continuous_T(N, S, dom, rho, 600)
+        # the closed form holds when no bound is active: its allocation m_d·N_h S_h/A_d lies in [1, N_h]
+        A = np.array([np.sum(N[dom == v] * S[dom == v]) for v in range(D)])
+        B = np.array([np.sum(N[dom == v] * S[dom == v] ** 2) for v in range(D)])
+        x = (A ** 2 / (want * rho ** 2 + B) / A)[dom] * N * S
+        assert 1 <= x.min() and np.all(x <= N) and x.sum() == pytest.approx(600, rel=1e-12)
+        assert rel.objective == pytest.approx(want, rel=1e-8)
+        np.testing.assert_allclose(cp.ratios(rel.x), want, rtol=1e-6)   # every domain at the level
+
+
+def test_continuous_optimum_with_noise_matches_slsqp():
+    """Laplace noise at ε = 0.5: relax() against SLSQP on the epigraph form min t s.t. V_d(x)/ρ_d² ≤ t, Σ x = η."""
+    rs = np.random.default_rng(11)
+    k, D, eps, delta, total = 6, 2, 0.5, 1.0, 40
+    N, s2, dom, rho = random_instance(rs, k, D, eps, small=False)
+    d = design_of(N, s2, total, eps, delta, dom)
+    cp = d.controlled_precision(rho={f"d{v}": rho[v] for v in range(D)})
+    rel = cp.relax(rel_gap=1e-9)
+    assert rel.status == Status.OPTIMAL
+    V = lambda x: domain_variances(N, s2, x, eps, delta, dom, D) / rho ** 2
+    x0 = np.full(k, total / k)
+    T0 = float(np.max(V(x0)))
+    res = minimize(lambda z: z[-1], np.append(x0, 1.0), method="SLSQP",
+                   constraints=[{"type": "ineq", "fun": lambda z: z[-1] - V(z[:-1]) / T0},
+                                {"type": "eq", "fun": lambda z: (np.sum(z[:-1]) - total) / total}],
+                   bounds=[(1, float(v)) for v in N] + [(0, None)], options={"ftol": 1e-15, "maxiter": 1000})
+    assert res.success
+    assert rel.objective == pytest.approx(res.x[-1] * T0, rel=1e-6)
+    assert rel.certificate.lower_bound <= res.x[-1] * T0 * (1 + 1e-9)
+    sol = cp.solve()
+    assert sol.status == Status.OPTIMAL and sol.objective >= rel.certificate.lower_bound * (1 - 1e-9)

@@ -180,35 +180,43 @@ class ControlledPrecisionDesign(Model):
         """T(n) = max_d V_d(n)/ρ_d², the value minimised."""
         return float(np.max(self.ratios(n)))
 
-    def domain_rows(self) -> tuple[list[Row], np.ndarray]:
-        """``(rows, scales)``: row d is Σ_i W_d,i t_i(n_i) ≤ fpc_d (its rhs is the fpc constant, so that
-        row_d(n) − rhs_d = V_d(n)) and its scale is ρ_d²; minimising max_d (row_d − rhs_d)/scale_d is this model."""
+    def domain_rows(self) -> tuple[list[Row], np.ndarray, np.ndarray]:
+        """``(rows, scales, offsets)``: row d is R_d(n) = Σ_i W_d,i t_i(n_i) (the domain's precision-target row),
+        its scale c_d = ρ_d² and its offset the fpc constant, so that (R_d − offset_d)/c_d = V_d(n)/ρ_d²: the
+        rows of the min-max engine (:class:`dpopt.models.minmax.MinMaxDesign`)."""
         d = self.design
         rows = []
         for t in self.rows:
             W = np.zeros((d.k, d.J))
             W[:, t.variable] = t.weights
-            rows.append(Row(t.name, "precision", W, None, t.fpc_const, "<=", t))
-        return rows, self.rho * self.rho
+            rows.append(Row(t.name, "precision", W, None, t.bound + t.fpc_const, "<=", t))
+        return rows, self.rho * self.rho, np.array([t.fpc_const for t in self.rows])
+
+    def constraint_design(self):
+        """A copy of the design with this model's own lists of linear constraints and precision targets (the
+        ones copied when it was made): its :meth:`program_rows` are the rows every design must meet."""
+        out = copy.copy(self.design)            # same data and terms (and convexity verdict); own row lists
+        out.constraints = list(self.constraints)
+        out.precision_targets = list(self.precision_targets)
+        return out
 
     def program_rows(self):
-        """The constraints of the design (its total, linear rows and precision targets) with its objective row;
-        the min-max objective is :meth:`domain_rows` (see :meth:`StratifiedDesign.program_rows`)."""
-        return self.design.program_rows()
+        """The design's objective row and the rows every design must meet (total, linear constraints, precision
+        targets); the min-max objective is :meth:`domain_rows` (see :meth:`StratifiedDesign.program_rows`)."""
+        return self.constraint_design().program_rows()
 
     def is_feasible(self, n, tol: float | None = None) -> bool:
         """Does ``n`` meet the design's bounds, total, linear constraints and precision targets (the one
         feasibility test, :meth:`StratifiedDesign.is_feasible`)? The domain rows are the objective, not constraints."""
-        return self.design.is_feasible(n, tol)
+        return self.constraint_design().is_feasible(n, tol)
 
     def at_level(self, T: float):
         """A copy of the design with every domain row bounded by T·ρ_d² as a precision target: its feasible
         designs are exactly the designs of this model with T(n) ≤ T (up to the feasibility tolerance)."""
         if not (isinstance(T, (int, float)) and math.isfinite(T) and T > 0):
             raise ValueError(f"T must be a positive finite number, got {T!r}")
-        out = copy.copy(self.design)            # same data and terms (and convexity verdict); own row lists
-        out.constraints = list(self.constraints)
-        out.precision_targets = list(self.precision_targets) + [
+        out = self.constraint_design()
+        out.precision_targets = out.precision_targets + [
             dataclasses.replace(t, bound=float(T) * t.bound, target=float(T) * t.bound) for t in self.rows]
         return out
 
