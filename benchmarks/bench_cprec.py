@@ -79,7 +79,7 @@ def main(argv=None):
             r = _stratallo.dopt(n, reps=20)
             tb.append(r["seconds"])
             ratios.append(ta[-1] / tb[-1])
-        rel = cp.relax()
+        rel = cp.relax(rel_gap=1e-9)
         T_relax = float(rel.objective)
         T_int, V_int = largest(cp, sol.n) if sol.n is not None else (float("nan"), float("nan"))
         T_rnd, V_rnd = largest(cp, r["rounded"])

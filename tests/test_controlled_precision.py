@@ -275,3 +275,31 @@ def test_continuous_optimum_with_noise_matches_slsqp():
     assert rel.certificate.lower_bound <= res.x[-1] * T0 * (1 + 1e-9)
     sol = cp.solve()
     assert sol.status == Status.OPTIMAL and sol.objective >= rel.certificate.lower_bound * (1 - 1e-9)
+
+
+def _stratallo_dopt(code: str):
+    """Run R stratallo's dopt (stratallo >= 3) when R and stratallo are installed, else skip."""
+    import shutil
+    import subprocess
+    exe = shutil.which("Rscript")
+    if exe is None:
+        pytest.skip("Rscript not installed")
+    out = subprocess.run([exe, "--vanilla", "-e", "suppressMessages(library(stratallo)); options(digits = 17); "
+                          + code], capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        pytest.skip(f"stratallo (>= 3, with dopt) not installed in R: {out.stderr.strip()[-200:]}")
+    return [float(v) for v in out.stdout.split()]
+
+
+def test_relax_equals_stratallo_dopt_in_the_classical_limit():
+    """stratallo's own dopt example (3 domains, 7 strata, upper bounds active): its Topt and allocation."""
+    N = np.array([140, 110, 135, 190, 200, 40, 70])
+    S = np.array([180, 20, 5, 4, 35, 9, 40.0])
+    got = _stratallo_dopt("N <- c(140, 110, 135, 190, 200, 40, 70); S <- c(180, 20, 5, 4, 35, 9, 40); "
+                          "x <- dopt(828, c(2, 2, 3), N, S, c(2, 3, 5), c(0.5, 0.2, 0.3), return_T = TRUE); "
+                          "cat(x$Topt, x$xopt)")
+    d = design_of(N, S ** 2, 828, 700.0, 1e-6, np.array([0, 0, 1, 1, 2, 2, 2]))
+    rel = d.controlled_precision(totals=[2, 3, 5], priorities=[0.5, 0.2, 0.3]).relax(rel_gap=1e-9)
+    assert rel.status == Status.OPTIMAL
+    assert rel.objective == pytest.approx(got[0], rel=1e-9)
+    np.testing.assert_allclose(rel.x, got[1:], rtol=1e-6)

@@ -27,6 +27,7 @@ from .constrained.dual import solve_dual
 
 _DESCRIPTION = "dpopt's own exact solvers (no external solver needed)"
 MAX_STEPS = 100          # level programs at most (each halves the gap, or proves the level above ub)
+POLISH_GAP = 1e-4        # the level search hands over to the Newton polish on μ below this relative gap
 POLISH_STEPS = 6        # Newton steps on the weights at the end
 MAX_MISSES = 12         # levels the dual may leave unsettled before the search stops
 ROW_TOL = 1e-8           # relative row violation a real point may have (as relax_constrained)
@@ -42,7 +43,7 @@ def relax_minmax(model: MinMaxDesign, rel_gap: float | None = None, time_limit: 
     deadline = Deadline(time_limit)
     mp = minmax_program(model)
     m = mp.m
-    state = {"lb": -math.inf, "ub": math.inf, "x": None}
+    state = {"lb": -math.inf, "ub": math.inf, "x": None, "guess": math.nan}
     steps: list[str] = []
 
     n_other = len(mp.constraints)
@@ -71,7 +72,10 @@ def relax_minmax(model: MinMaxDesign, rel_gap: float | None = None, time_limit: 
             return None
         state["lb"] = max(state["lb"], float(res.q))
         steps.append(f"weighted ratios: bound {res.q:.12g}")
-        return mp.ratios(res.x) if point(prog, res) else np.full(m, np.nan)
+        if point(prog, res):
+            return mp.ratios(res.x)
+        state["guess"] = float(np.max(mp.ratios(res.x))) if np.all(np.isfinite(res.x)) else math.nan
+        return np.full(m, np.nan)
 
     def polish(mu):
         """Newton's method on the weights μ until the ratios of Q(μ)'s point are equal on the domains that carry
@@ -120,8 +124,8 @@ def relax_minmax(model: MinMaxDesign, rel_gap: float | None = None, time_limit: 
     misses = 0
     for it in range(MAX_STEPS):
         lb, ub = state["lb"], state["ub"]
-        if state["x"] is not None and ub - lb <= rel_gap * abs(ub):
-            break
+        if state["x"] is not None and ub - lb <= max(rel_gap, POLISH_GAP) * abs(ub):
+            break                 # the rest is the Newton polish's (or done)
         if deadline.passed():
             stopped = "time limit"
             break
@@ -133,8 +137,13 @@ def relax_minmax(model: MinMaxDesign, rel_gap: float | None = None, time_limit: 
             t = lb + 0.25 * (ub - lb)
         elif math.isfinite(ub):
             t = ub * (1 - 1e-3) if ub > 0 else ub - 1e-3
+        elif math.isfinite(state["guess"]) and state["guess"] > max(lb, 0.0):
+            t = state["guess"]                   # the worst ratio of a point that missed the other rows narrowly
+            state["guess"] = math.nan
+        elif lb > 0:
+            t = 8.0 * lb                         # no point yet: search upwards from the bound
         else:
-            t = lb + max(abs(lb), 1.0)          # no point yet: search upwards from the bound
+            t = 1.0 if lb < 1.0 else 8.0 * lb
         prog = mp.level(t, mu)
         why = unreachable_rows(prog, integer=False)
         if why:
@@ -160,8 +169,6 @@ def relax_minmax(model: MinMaxDesign, rel_gap: float | None = None, time_limit: 
         if np.all(np.isfinite(new)) and new.sum() > 0:
             mu = new / new.sum()
             weighted(mu)
-        if it >= 4 and (ub - state["ub"]) < 0.1 * (ub - lb):
-            break             # the points stall: leave the rest to the Newton polish on μ
     if state["x"] is not None and state["ub"] - state["lb"] > rel_gap * abs(state["ub"]):
         polish(mu)
     x, lb, ub = state["x"], state["lb"], state["ub"]
