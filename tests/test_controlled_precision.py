@@ -303,3 +303,18 @@ def test_relax_equals_stratallo_dopt_in_the_classical_limit():
     assert rel.status == Status.OPTIMAL
     assert rel.objective == pytest.approx(got[0], rel=1e-9)
     np.testing.assert_allclose(rel.x, got[1:], rtol=1e-6)
+
+
+def test_level_sets():
+    """P(T) (at_level) holds exactly the designs with T(n) ≤ T, by the one feasibility test."""
+    rs = np.random.default_rng(5)
+    N, s2, dom, rho = random_instance(rs, 5, 2, 1.0)
+    d = design_of(N, s2, 12, 1.0, 1.0, dom)
+    cp = d.controlled_precision(rho={f"d{v}": rho[v] for v in range(2)})
+    for n in list(compositions(12, [1] * 5, list(N)))[:40]:
+        n = np.array(n)
+        T = float(np.max(domain_variances(N, s2, n, 1.0, 1.0, dom, 2) / rho ** 2))
+        assert cp.level_met(n, T) and cp.at_level(T).is_feasible(n)
+        assert not cp.level_met(n, T * (1 - 1e-6)) and not cp.at_level(T * (1 - 1e-6)).is_feasible(n)
+    with pytest.raises(ValueError, match="T must be"):
+        cp.at_level(-1.0)
