@@ -42,6 +42,11 @@ def add_commands(sub) -> None:
                        help=f"a precision target: the {kind.upper()} of the mean over DOMAIN (a --domains value or a "
                             "stratum; default the whole population) of variable VAR (needed with several --y) "
                             f"at most VALUE; repeatable")
+    d.add_argument("--robust", default=None, choices=("regret", "absolute"),
+                   help="design robust to the pilot's uncertainty (docs/robust.md): minimise the worst relative "
+                        "regret (or worst variance) over bootstrap scenarios of --pilot's S_h^2")
+    d.add_argument("--draws", type=int, default=50, metavar="B", help="bootstrap scenarios for --robust (50)")
+    d.add_argument("--seed", type=int, default=None, metavar="S", help="seed of the --robust bootstrap")
     d.add_argument("--out", required=True, help="model file to write (TOML)")
     r = sub.add_parser("release", help="draw the sample, privatise it through OpenDP, estimate, audit")
     r.add_argument("model", help="stratified model file (from dpopt design)")
@@ -200,10 +205,40 @@ def run_design(args) -> int:
     refuse_overwriting_inputs([out], {"frame": args.frame, "--pilot": args.pilot})
     text = design_toml(model, source=Path(args.frame).name, columns=columns,
                        sigma2_from="pilot" if pilot is not None else "frame")
+    if args.robust is not None:
+        return _run_robust(model, pilot, args, y, out)
     out.write_text(text, encoding="utf-8")
     sol = model.solve()
     print(f"wrote {out} ({model.k} strata, N = {int(model.N.sum())}, total = {model.total})")
     print(model.report(sol))
+    return 0 if sol.ok else 1
+
+
+def _run_robust(model, pilot, args, y, out: Path) -> int:
+    """``dpopt design --robust``: bootstrap scenarios of the pilot's S_h^2 (seeded), the robust design against
+    them (docs/robust.md), the model file with its ``[[scenario]]`` tables, and the report."""
+    from .io.stratified import pilot_scenarios
+    from .io.writer import dumps, model_to_dict
+    from .models.robust import RobustDesign
+
+    if pilot is None:
+        raise ValueError("--robust needs --pilot: the scenarios are bootstrap draws of the pilot's variances")
+    draws = V.integer("--draws", args.draws, minimum=1)
+    clamp = model.value_range if model.value_ranges is not None and model.J == 1 else None
+    scen = pilot_scenarios(pilot, args.strata, y, model.labels, draws=draws, seed=args.seed, clamp=clamp)
+    names = ["pilot"] + [f"boot{b + 1}" for b in range(len(scen) - 1)]
+    robust = RobustDesign(model, scen, objective=args.robust, names=names)
+    data = model_to_dict(model)
+    data["family"] = "stratified_robust"
+    data["robust"] = args.robust
+    data["scenario"] = [{"name": nm, "sigma2": (S[:, 0] if model.J == 1 else S).tolist()}
+                        for nm, S in zip(names, robust.scenarios)]
+    out.write_text(dumps(data, [f"written by dpopt design --robust {args.robust} from {Path(args.frame).name}",
+                                f"scenarios: the pilot's S_h^2 and {draws} bootstrap draws within strata "
+                                f"(seed {args.seed})"]), encoding="utf-8")
+    sol = robust.solve()
+    print(f"wrote {out} ({model.k} strata, {robust.S} scenarios, total = {model.total})")
+    print(robust.report(sol))
     return 0 if sol.ok else 1
 
 

@@ -36,6 +36,8 @@ FAMILY_REL_GAP: dict[tuple[str, str], tuple[float, str]] = {
     ("exact", "ImportanceSampling"): (1e-6, "the bisection's bound is certified to about 1e-7"),
     ("exact", "MinMaxDesign"): (1e-6, "each step of the level search is a constrained solve; 1e-6 ends the search "
                                       "in about 20 steps (pass rel_gap=1e-9 for a tighter proof)"),
+    ("exact", "RobustDesign"): (1e-6, "the min-max regret design's level search (as MinMaxDesign); its min-cost "
+                                      "variant is certified at 1e-6 too"),
     ("cvxpy", "ImportanceSampling"): (1e-6, "the conic solvers are accurate to about 1e-7"),
     ("scipy", "HierarchyBudget"): (1e-6, "SLSQP's iterate is accurate to about 1e-7"),
     ("pyomo", "HierarchyBudget"): (1e-6, "SCIP's bound on the exponential terms is accurate to about 1e-7"),

@@ -65,7 +65,7 @@ class MinMaxProgram:
         """P(t, μ): Q(μ) with every row at level t, R_r(n) ≤ t·c_r + d_r (rows appended after the others, in
         order, named ``level: <row name>``)."""
         obj, const = self._objective(mu)
-        lev = [Row(f"level: {r.name}", "precision", r.W, r.a, float(t * c + d), "<=", r)
+        lev = [Row(f"level: {r.name}", "precision", r.W, r.a, float(t * c + d), "<=")
                for r, c, d in zip(self.rows, self.scales, self.offsets)]
         return SeparableProgram(self.model, self.lower, self.upper, obj, list(self.constraints) + lev, const)
 

@@ -12,6 +12,7 @@ from ..models.hierarchy import HierarchyBudget
 from ..models.importance import ImportanceSampling, uniform_probabilities
 from ..models.sample_size import SampleSizeProgram
 from ..models.sample_size_study import SampleSizeStudy
+from ..models.robust import RobustDesign
 from ..models.stratified import MinCostDesign, StratifiedDesign, target_met
 from ..models.base import register_report, report  # noqa: F401  (report: the public entry point)
 from ..result import Solution
@@ -300,6 +301,48 @@ def importance_report(model, solution: Solution) -> str:
     lines.append("")
     lines.append(f"records             : {model.n}")
     lines.append(f"central eps*        : {model.epsilon:g}")
+    if solution.certificate is not None:
+        lines.append(f"certificate         : {solution.certificate}")
+    return "\n".join(lines)
+
+
+@register_report(RobustDesign)
+def robust_report(model, solution: Solution) -> str:
+    """Per-scenario variance and regret of the robust design (and of the nominal design), its worst regret and
+    the price of robustness (docs/robust.md)."""
+    lines = header(model, solution)
+    if solution.n is None:
+        return "\n".join(lines)
+    d = solution.details
+    n = solution.n
+    lines.append("")
+    lines.append(table(["stratum", "N", "n"], [[model.design.labels[i], int(model.design.N[i]), int(n[i])]
+                                              for i in range(model.k)], ["s", "d", "d"]))
+    lines.append("")
+    regret = "scenario_regret" in d
+    heads = ["scenario", "variance"] + (["optimum g*", "regret", "nominal regret"] if regret else [])
+    rows = []
+    for s, name in enumerate(d["scenario_names"]):
+        row = [name, float(d["scenario_variance"][s])]
+        if regret:
+            row += [float(d["scenario_optimum"][s]), float(d["scenario_regret"][s]),
+                    float(d["nominal_scenario_regret"][s]) if "nominal_scenario_regret" in d else None]
+        rows.append(row)
+    shown = rows if len(rows) <= 12 else rows[:6] + rows[-6:]
+    lines.append(table(heads, shown, ["s", ".6g"] + ([".6g", ".6f", ".6f"] if regret else [])))
+    if len(rows) > 12:
+        lines.append(f"({len(rows) - 12} scenarios not shown)")
+    lines.append("")
+    if regret:
+        lines.append(f"worst regret        : {d['worst_regret']:.8g}   (proven lower bound "
+                     f"{d.get('lower_bound', float('nan')):.8g})")
+        if "nominal_worst_regret" in d:
+            lines.append(f"nominal worst regret: {d['nominal_worst_regret']:.8g}   (worst case saved: "
+                         f"{100 * d['worst_case_saving']:.3g} %)")
+            lines.append(f"price of robustness : {100 * d['price_of_robustness']:.4g} % more variance than the "
+                         "nominal design under the nominal sigma2")
+    else:
+        lines.append(f"objective           : {solution.objective:.10g}")
     if solution.certificate is not None:
         lines.append(f"certificate         : {solution.certificate}")
     return "\n".join(lines)

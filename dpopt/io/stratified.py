@@ -181,3 +181,83 @@ def _load_controlled_precision(data: dict, base) -> ControlledPrecisionDesign:
                                            estimate=estimate)
     except (ValueError, TypeError) as exc:
         raise ModelFileError(f"[controlled_precision]: {exc}") from None
+
+
+# ---------------------------------------------------------------------------------- robust (docs/robust.md)
+
+_ROBUST_KEYS = {"robust", "scenario", "pilot", "variance_target", "se", "cv", "mean", "total", "cost_budget"}
+
+
+def pilot_scenarios(pilot, strata: str, y, labels, *, draws: int = 50, seed=None, clamp=None,
+                    name: str = "pilot") -> list:
+    """σ² scenarios from a pilot frame (a CSV path's columns, or any frame :mod:`dpopt.frames` reads): the pilot's
+    values of ``y`` in each stratum (clamped to ``clamp`` = (lo, hi) when the release clamps), bootstrapped within
+    strata (:func:`dpopt.models.robust.scenarios_from_pilot`, seeded); every stratum of ``labels`` needs ≥ 2
+    pilot units."""
+    from ..frames import stratum_moments
+    from ..models.robust import scenarios_from_pilot
+
+    plabels, _, _, Y, codes = stratum_moments(pilot, strata, y, name=name, min_units=2, clamp=clamp)
+    missing = [lab for lab in labels if lab not in plabels]
+    if missing:
+        raise ValueError(f"{name} has no units in stratum {missing[0]!r} (every stratum needs at least 2 pilot "
+                         "units)")
+    values = Y if clamp is None else np.clip(Y, *clamp)
+    keep = np.isin(np.asarray(plabels, dtype=object)[codes], list(labels))
+    return scenarios_from_pilot(values[keep], [plabels[c] for c in codes[keep]], labels, draws=draws, seed=seed)
+
+
+@register_family("stratified_robust")
+def _load_robust(data: dict, base):
+    """A stratified design robust to its σ² scenarios: the "stratified" keys (``total``: the min-max regret
+    design) or the "stratified_min_cost" keys (no ``total``: the cheapest design meeting the requirements in
+    every scenario), with ``robust = "regret" | "absolute"`` and the scenarios as ``[[scenario]]`` tables
+    (``sigma2``, optional ``name``) or a ``[pilot]`` table (``file`` a CSV, ``strata``, ``y``, ``draws``,
+    ``seed``) whose bootstrap gives them."""
+    from ..models.robust import ROBUST_OBJECTIVES, RobustDesign
+    from .modelfile import resolve_path
+
+    take(data, _DESIGN_KEYS | _ROBUST_KEYS, {"epsilon", "strata"})
+    min_cost = "total" not in data
+    design = design_from_file(data, None if min_cost else data["total"],
+                              ("N", "sigma2", "cost") if min_cost else ("N", "sigma2"))
+    if min_cost:
+        model = MinCostDesign(design, data["strata"]["cost"], data.get("variance_target"), se=data.get("se"),
+                              cv=data.get("cv"), mean=data.get("mean"))
+    else:
+        for key in ("variance_target", "se", "cv", "mean"):
+            if key in data:
+                raise ModelFileError(f"{key} is a min-cost requirement: drop total for a min-cost robust design")
+        model = design
+        if "cost_budget" in data:
+            model.add_cost_budget(V.positive_vector("strata.cost", data["strata"].get("cost"), length=design.k),
+                                  V.positive("cost_budget", data["cost_budget"]))
+    objective = V.choice("robust", data.get("robust", "regret"), ROBUST_OBJECTIVES)
+    has_tables, has_pilot = "scenario" in data, "pilot" in data
+    if has_tables == has_pilot:
+        raise ModelFileError("a robust model file needs its scenarios: [[scenario]] tables (sigma2 = [...]) or a "
+                             "[pilot] table (file, strata, y), one of the two")
+    if has_tables:
+        scen, names = [], []
+        for i, t in enumerate(_tables(data, "scenario", "sigma2 (and name)")):
+            where = f"[[scenario]] #{i + 1}"
+            take(t, {"sigma2", "name"}, {"sigma2"}, where)
+            scen.append(t["sigma2"])
+            names.append(str(t.get("name", f"s{i + 1}")))
+    else:
+        p = data["pilot"]
+        if not isinstance(p, dict):
+            raise ModelFileError("[pilot] must be a table with file, strata, y (and draws, seed)")
+        take(p, {"file", "strata", "y", "draws", "seed"}, {"file", "strata", "y"}, "[pilot]")
+        from ..frames import read_csv
+        path = resolve_path(base, p["file"], "pilot.file")
+        draws = V.integer("pilot.draws", p.get("draws", 50), minimum=1)
+        seed = None if p.get("seed") is None else V.integer("pilot.seed", p["seed"], minimum=0)
+        clamp = design.value_range if design.value_ranges is not None and design.J == 1 else None
+        scen = pilot_scenarios(read_csv(path, name="pilot"), p["strata"], p["y"], design.labels, draws=draws,
+                               seed=seed, clamp=clamp)
+        names = ["pilot"] + [f"boot{b + 1}" for b in range(len(scen) - 1)]
+    try:
+        return RobustDesign(model, scen, objective=objective, names=names)
+    except (ValueError, TypeError) as exc:
+        raise ModelFileError(f"scenarios: {exc}") from None

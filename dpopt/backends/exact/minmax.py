@@ -11,8 +11,8 @@ program of :mod:`dpopt.formulations.minmax`:
 2. **Level programs** P(t, μ): the rows ρ_r ≤ t. A design found there has worst ratio ≤ t (the upper bound
    ``ub`` drops to its worst ratio); a proof that P(t) has no design (the constrained route's infeasibility
    proof: continuous dual, unreachable row or every core infeasible) raises the lower bound ``lb`` to t.
-   t is the midpoint of [lb, ub], or just below ub (ub·(1 − rel_gap/2)) once the gap is small, so a proof there
-   ends the search.
+   t is the midpoint of [lb, ub]; once the gap is below 5 %, every other level is just below ub (ub minus
+   rel_gap·ub/2 or the feasibility tolerance), so a proof there ends the search.
 
 The answer's certificate is a gap certificate on the worst ratio: ``lower_bound`` the best proven bound;
 ``optimal`` when (ub − lb) ≤ rel_gap·ub and every bound rests on discretely convex terms. A level step that
@@ -42,7 +42,9 @@ from .domains import domain_structure, solve_domains
 
 _DESCRIPTION = "dpopt's own exact solvers (no external solver needed)"
 MAX_STEPS = 80            # level and weighted programs solved at most (each step halves the gap or proves it)
-_CLOSE = 1e-3             # relative gap below which the level is put just under the upper bound
+LEVEL_GAP = 0.5          # relative gap of a level program's tie-break objective (any design will do)
+_UNSETTLED = 4            # levels ending in neither a design nor a proof before the search stops
+_CLOSE = 0.05             # relative gap below which every other level is put just under the upper bound
 
 
 def _by_domains(prog, deadline):
@@ -102,7 +104,9 @@ def solve_minmax(model: MinMaxDesign, rel_gap: float | None = None, time_limit: 
     m = mp.m
     steps: list[str] = []
     state = {"lb": -math.inf, "ub": math.inf, "n": None}
-    inner_gap = min(rel_gap * 0.25, 1e-9)
+    # the weighted programs' bound must be within a fraction of the target gap; a level program only has to
+    # find a design or prove there is none (its objective is a tie-break), so its own gap is loose
+    inner_gap = rel_gap * 0.25
 
     def offer(n):
         if n is None or not model.is_feasible(n):
@@ -131,6 +135,8 @@ def solve_minmax(model: MinMaxDesign, rel_gap: float | None = None, time_limit: 
     if reason is not None:
         return Solution(status=Status.INFEASIBLE, message=f"infeasible: no design meets the other rows ({reason})")
     stopped = ""
+    last_close = False
+    unsettled, floor = 0, -math.inf     # levels that settled nothing, and the highest of them
     for it in range(MAX_STEPS):
         lb, ub = state["lb"], state["ub"]
         if state["n"] is not None and ub - lb <= rel_gap * abs(ub):
@@ -145,14 +151,17 @@ def solve_minmax(model: MinMaxDesign, rel_gap: float | None = None, time_limit: 
         # a design whose rows exceed the level by the feasibility test's tolerance is accepted at that level:
         # a level closer than that to ub proves nothing new
         step = max(rel_gap * abs(ub) / 2, _tolerance(mp, state["n"], ub))
-        if gap <= _CLOSE:
-            t = ub - step
-            if t <= lb:
-                stopped = "the gap left is within the feasibility test's tolerance"
-                break
-        else:
-            t = 0.5 * (lb + ub) if math.isfinite(lb) else ub - max(step, _CLOSE * abs(ub))
-        kind, reason, j = _run(mp.level(t, mu), convex, deadline.share(max(MAX_STEPS - it, 1) // 4 + 1), inner_gap)
+        if ub - step <= lb:
+            stopped = "the gap left is within the feasibility test's tolerance"
+            break
+        # within _CLOSE, every other level is put just below ub (a proof there ends the search; the integer
+        # optimum is often the first incumbent), the others at the midpoint
+        close = gap <= _CLOSE and not last_close
+        low = max(lb, floor)
+        t = ub - step if close else (0.5 * (low + ub) if math.isfinite(low) else ub - max(step, 1e-3 * abs(ub)))
+        last_close = close
+        kind, reason, j = _run(mp.level(t, mu), convex, deadline.share(max(MAX_STEPS - it, 1) // 4 + 1),
+                               LEVEL_GAP)
         if kind == "infeasible":
             if convex:
                 state["lb"] = max(state["lb"], t)
@@ -162,9 +171,15 @@ def solve_minmax(model: MinMaxDesign, rel_gap: float | None = None, time_limit: 
                 break
             continue
         if not j.found:
-            stopped = f"level {t:.10g}: neither a design nor a proof"
-            steps.append(stopped)
-            break
+            # neither a design nor a proof (a core HiGHS could not settle): the level proves nothing; look
+            # higher, between it and ub, a few times before giving up
+            steps.append(f"level {t:.10g}: neither a design nor a proof")
+            unsettled += 1
+            if unsettled >= _UNSETTLED:
+                stopped = f"{unsettled} levels ended in neither a design nor a proof"
+                break
+            floor = t
+            continue
         before = state["ub"]
         offer(j.n)
         steps.append(f"level {t:.10g}: design worst {state['ub']:.10g}")
