@@ -79,7 +79,7 @@ def main(argv=None):
             t0 = time.perf_counter()
             sol = cp.solve()
             ta.append(time.perf_counter() - t0)
-            r = _stratallo.dopt(n, reps=20)
+            r = _stratallo.dopt(n, reps=5)
             tb.append(r["seconds"])
             ratios.append(ta[-1] / tb[-1])
         rel = cp.relax(rel_gap=1e-9)

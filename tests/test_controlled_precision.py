@@ -120,6 +120,7 @@ def test_rho_from_totals_and_priorities_is_stratallos():
     (dict(), "exactly one"),
     (dict(rho=[1, 2], totals=[1, 2]), "exactly one"),
     (dict(rho=[1, -2]), "rho"),
+    (dict(rho=[1, 1e200]), "rho"),
     (dict(rho=[1, 2, 3]), "rho"),
     (dict(rho=3.0), "one value per domain"),
     (dict(totals=[1, 2], priorities=[1, 0]), "priorities"),

@@ -102,7 +102,10 @@ class ControlledPrecisionDesign(Model):
         if rho is not None:
             if priorities is not None:
                 raise ValueError("priorities= goes with totals= (rho = total·sqrt(priority)); rho= is the scale itself")
-            return V.positive_vector("rho", self._by_domain("rho", rho, D), length=D)
+            out = V.positive_vector("rho", self._by_domain("rho", rho, D), length=D)
+            if not np.all(np.isfinite(out * out)):
+                raise ValueError("rho must be finite when squared (rho² overflows); rescale it")
+            return out
         t = V.positive_vector("totals", self._by_domain("totals", totals, D), length=D)
         kappa = (np.ones(D) if priorities is None
                  else V.positive_vector("priorities", self._by_domain("priorities", priorities, D), length=D))
