@@ -103,14 +103,18 @@ class ControlledPrecisionDesign(Model):
             if priorities is not None:
                 raise ValueError("priorities= goes with totals= (rho = total·sqrt(priority)); rho= is the scale itself")
             out = V.positive_vector("rho", self._by_domain("rho", rho, D), length=D)
-            if not np.all(np.isfinite(out * out)):
+            with np.errstate(over="ignore"):
+                finite = bool(np.all(np.isfinite(out * out)))
+            if not finite:
                 raise ValueError("rho must be finite when squared (rho² overflows); rescale it")
             return out
         t = V.positive_vector("totals", self._by_domain("totals", totals, D), length=D)
         kappa = (np.ones(D) if priorities is None
                  else V.positive_vector("priorities", self._by_domain("priorities", priorities, D), length=D))
         out = t * np.sqrt(kappa)
-        if not np.all(np.isfinite(out * out)):
+        with np.errstate(over="ignore"):
+            finite = bool(np.all(np.isfinite(out * out)))
+        if not finite:
             raise ValueError("totals·sqrt(priorities) must be finite when squared (rho² overflows); rescale the totals")
         return out
 
