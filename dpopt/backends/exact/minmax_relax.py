@@ -171,6 +171,13 @@ def relax_minmax(model: MinMaxDesign, rel_gap: float | None = None, time_limit: 
             weighted(mu)
     if state["x"] is not None and state["ub"] - state["lb"] > rel_gap * abs(state["ub"]):
         polish(mu)
+    if state["x"] is not None and state["ub"] - state["lb"] > rel_gap * abs(state["ub"]):
+        # one row alone binds at the best point (e.g. a domain held at the floor its noise sets): its own
+        # weighted program is the min-max there
+        r0 = mp.ratios(state["x"])
+        alone = np.flatnonzero(r0 >= r0.max() - 1e-3 * abs(r0.max()))
+        if alone.size == 1:
+            weighted(np.eye(m)[alone[0]], 16)
     x, lb, ub = state["x"], state["lb"], state["ub"]
     if x is None:
         sol = Solution(status=Status.TIME_LIMIT if deadline.passed() else Status.ERROR,
