@@ -68,7 +68,7 @@ def main(argv=None):
     print(f"{pop['N'].size} strata, {pop['total'].size} domains, sum N = {int(pop['N'].sum())}")
     totals = [12000] if args.quick else [5000, 12000, 14000, 16000, 20000]
     print("\nclassical regime (eps = 700, Delta = 1e-6, fpc)")
-    print(f"{'n':>6} {'T dopt':>13} {'T relax':>13} {'rel diff':>9} {'lb ok':>5} | {'T int':>13} {'status':>8} {'gap':>8} "
+    print(f"{'n':>6} {'T dopt':>13} {'T relax':>13} {'rel diff':>9} {'lb ok':>5} {'relax':>8} | {'T int':>13} {'status':>8} {'gap':>8} "
           f"{'T dopt rnd':>13} {'better':>8} | {'maxV int':>11} {'maxV rnd':>11} | {'t dpopt':>8} {'t dopt':>8} "
           f"{'ratio':>7} {'t relax':>8}")
     for n in totals:
@@ -91,7 +91,7 @@ def main(argv=None):
         T_rnd, V_rnd = largest(cp, r["rounded"])
         gap = sol.certificate.gap if sol.certificate is not None and sol.certificate.gap is not None else float("nan")
         note = "" if np.all(r["x"] >= 1) else "  (dopt has strata below 1 unit: not the same problem)"
-        print(f"{n:>6} {r['T']:>13.6f} {T_relax:>13.6f} {abs(T_relax - r['T']) / r['T']:>9.1e} {'yes' if inside else 'NO':>5} | {T_int:>13.6f} "
+        print(f"{n:>6} {r['T']:>13.6f} {T_relax:>13.6f} {abs(T_relax - r['T']) / r['T']:>9.1e} {'yes' if inside else 'NO':>5} {str(rel.status):>8} | {T_int:>13.6f} "
               f"{str(sol.status):>8} {gap:>8.1e} {T_rnd:>13.6f} {100 * (T_rnd - T_int) / T_rnd:>7.3f}% | "
               f"{V_int:>11.5g} {V_rnd:>11.5g} | {statistics.median(ta):>8.3f} {statistics.median(tb):>8.4f} "
               f"{statistics.median(ratios):>7.1f} {t_relax:>8.3f}{note}")

@@ -54,6 +54,7 @@ def relax_minmax(model: MinMaxDesign, rel_gap: float | None = None, time_limit: 
         x = res.x
         if x is None or not np.all(np.isfinite(x)):
             return False
+        x = _onto_total(x, mp)
         if n_other and float(np.max(prog.violation(x)[:n_other])) > ROW_TOL:
             return False
         w = float(np.max(mp.ratios(x)))
@@ -121,7 +122,7 @@ def relax_minmax(model: MinMaxDesign, rel_gap: float | None = None, time_limit: 
         return Solution(status=Status.INFEASIBLE, message="infeasible: no real design meets the other rows")
     stopped = ""
     failed = -math.inf            # the highest level at which the dual reached neither a point nor a proof
-    misses = 0
+    misses = stalls = 0
     for it in range(MAX_STEPS):
         lb, ub = state["lb"], state["ub"]
         if state["x"] is not None and ub - lb <= max(rel_gap, POLISH_GAP) * abs(ub):
@@ -164,6 +165,11 @@ def relax_minmax(model: MinMaxDesign, rel_gap: float | None = None, time_limit: 
                 break
             continue
         steps.append(f"level {t:.12g}: point worst {state['ub']:.12g}")
+        if state["ub"] >= ub * (1 - 1e-12) and ub > 0:
+            stalls += 1
+            if stalls >= MAX_MISSES // 4:
+                stopped = "the levels stopped lowering the best point"
+                break
         lam = np.maximum(np.asarray(res.lam, dtype=float)[-m:], 0.0)
         new = mu + lam * mp.scales
         if np.all(np.isfinite(new)) and new.sum() > 0:
@@ -195,6 +201,22 @@ def relax_minmax(model: MinMaxDesign, rel_gap: float | None = None, time_limit: 
     sol.details["steps"] = _log.steps(steps, "exact")
     sol.details.update(lower_bound=lb, level_steps=len(steps))
     return sol
+
+
+def _onto_total(x, mp):
+    """A dual's point that has not converged misses the fixed total Σ x = η by a little: move it onto the total,
+    the residual spread over the strata in proportion to their room towards the bound on the residual's side.
+    Its worst ratio is computed afterwards, so this only makes more points usable as upper bounds (the other rows
+    are tested after the move)."""
+    lo, hi = mp.lower.astype(float), mp.upper.astype(float)
+    for row in mp.constraints:
+        if row.sense == "==" and row.W is None and row.a is not None and np.all(row.a == 1.0):
+            r = float(row.rhs) - float(np.sum(x))
+            room = (hi - x) if r > 0 else (x - lo)
+            total_room = float(np.sum(room))
+            if r != 0 and total_room >= abs(r):
+                x = np.clip(x + r * room / total_room, lo, hi)
+    return x
 
 
 register("exact", MinMaxDesign, "relax", _DESCRIPTION)(relax_minmax)
