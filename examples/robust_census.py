@@ -49,7 +49,7 @@ def run(draws: int = 30, seed: int = 7, time_limit: float = 120.0) -> dict:
 
 def main(argv=None) -> int:
     out, quick = example_args(__doc__, argv)
-    r = run(draws=10 if quick else 30)
+    r = run(draws=4, time_limit=8.0) if quick else run(draws=30)
     sol, d = r["sol"], r["sol"].details
     print(r["robust"].report(sol).split("\n\n")[0])
     print(f"\nrobust design: {sol.status.value} in {r['elapsed']:.1f} s; {r['robust'].S} scenarios x "

@@ -93,7 +93,7 @@ def test_robust_equals_brute_force(kind, seed):
     model, args = _instance(kind, seed)
     best = _brute(*args)
     try:
-        sol = model.solve(time_limit=30)
+        sol = model.solve(time_limit=30, rel_gap=1e-6)
     except ValueError:
         raise
     if not math.isfinite(best):
@@ -166,3 +166,82 @@ def test_bad_input_names_the_field():
         RobustDesign(d, [d.sigma2, [1.0, -2.0]])
     with pytest.raises(ValueError, match="at least one"):
         RobustDesign(d, [])
+
+
+# ---------------------------------------------------------------------------------- files, CLI, report, figure
+def _write_frame(path, rng, labels=("a", "b", "c"), sizes=(40, 60, 30), sds=(1.0, 3.0, 2.0)):
+    rows = ["state,wage"]
+    for lab, n, sd in zip(labels, sizes, sds):
+        rows += [f"{lab},{v:.4f}" for v in rng.normal(10, sd, n)]
+    path.write_text("\n".join(rows) + "\n")
+
+
+def test_model_file_scenario_tables_and_pilot(tmp_path):
+    from dpopt.io.modelfile import ModelFileError, load
+
+    base = 'family = "stratified_robust"\nepsilon = 1.0\ntotal = 30\n[strata]\nlabel = ["a", "b", "c"]\n' \
+           'N = [40, 60, 30]\nsigma2 = [1.0, 9.0, 4.0]\n'
+    f = tmp_path / "m.toml"
+    f.write_text(base + '[[scenario]]\nname = "low"\nsigma2 = [1.0, 4.0, 4.0]\n[[scenario]]\nsigma2 = [2.0, 9.0, 1.0]\n')
+    model, _ = load(f)
+    assert isinstance(model, RobustDesign) and model.names == ["low", "s2"]
+    assert np.allclose(model.scenarios[1][:, 0], [2.0, 9.0, 1.0])
+    # the pilot table: the scenarios are the pilot's S² and its bootstrap, as scenarios_from_pilot gives them
+    rng = np.random.default_rng(3)
+    _write_frame(tmp_path / "pilot.csv", rng, sizes=(6, 6, 6))
+    f.write_text(base + '[pilot]\nfile = "pilot.csv"\nstrata = "state"\ny = "wage"\ndraws = 5\nseed = 4\n')
+    model, _ = load(f)
+    assert model.S == 6
+    import csv
+    rows = list(csv.DictReader(open(tmp_path / "pilot.csv")))
+    y = np.array([float(r["wage"]) for r in rows])
+    want = scenarios_from_pilot(y, [r["state"] for r in rows], ["a", "b", "c"], draws=5, seed=4)
+    assert all(np.allclose(u, v) for u, v in zip(model.scenarios, want))
+    f.write_text(base)
+    with pytest.raises(ModelFileError, match="scenario"):
+        load(f)
+    f.write_text(base + '[[scenario]]\nsigma2 = [1.0, 2.0]\n')
+    with pytest.raises(ModelFileError, match="scenario 0 sigma2"):
+        load(f)
+
+
+def test_cli_design_robust_and_report(tmp_path, capsys):
+    from dpopt.cli import main as cli
+    from dpopt.io.modelfile import load
+
+    rng = np.random.default_rng(8)
+    _write_frame(tmp_path / "frame.csv", rng)
+    _write_frame(tmp_path / "pilot.csv", rng, sizes=(5, 5, 5))
+    out = tmp_path / "robust.toml"
+    code = cli(["design", str(tmp_path / "frame.csv"), "--strata", "state", "--y", "wage", "--total", "40",
+                "--epsilon", "1", "--pilot", str(tmp_path / "pilot.csv"), "--robust", "regret", "--draws", "6",
+                "--seed", "2", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert code == 0, text
+    assert "worst regret" in text and "price of robustness" in text
+    model, _ = load(out)                     # the written file holds the scenarios and reloads
+    assert isinstance(model, RobustDesign) and model.S == 7
+    sol = model.solve()
+    d = sol.details
+    # the report's numbers are the model's own evaluations of the design
+    assert d["worst_regret"] == pytest.approx(float(np.max(model.variances(sol.n) / model.scenario_optima())))
+    nominal = model.design.solve()
+    assert d["price_of_robustness"] == pytest.approx(model.design.objective_value(sol.n) / nominal.objective - 1,
+                                                     abs=1e-12)
+    assert d["worst_regret"] <= d["nominal_worst_regret"] * (1 + 1e-4)
+    with pytest.raises(SystemExit):
+        cli(["design", str(tmp_path / "frame.csv"), "--strata", "state", "--y", "wage", "--total", "40",
+             "--epsilon", "1", "--robust", "worst", "--out", str(tmp_path / "x.toml")])
+
+
+def test_regret_figure(tmp_path):
+    pytest.importorskip("matplotlib")
+    from dpopt.plots.robust import figure_regret, regret_data
+
+    d = dpopt.StratifiedDesign([60, 120, 35], [4.0, 1.0, 9.0], 50, 1.0)
+    r = RobustDesign(d, [d.sigma2, [8.0, 1.0, 3.0]])
+    designs = {"nominal": d.solve().n, "proportional": d.baseline("proportional")}
+    data = regret_data(r, designs)
+    assert data["nominal"][0] == pytest.approx(1.0)
+    path = figure_regret(tmp_path, r, designs)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -127,13 +127,37 @@ class SeparableProgram:
             out[:, j] = fn(x, j, idx)
         return out
 
+    def _twin(self):
+        """Per used column j, the first used column with the same budget share and sensitivity (the same noise
+        γ_j²), or j itself. Twins differ only in σ²: t_j(x) = t_r(x) + (σ_j² − σ_r²)/x exactly, so their
+        terms, increments and derivatives are the representative's plus that linear-in-σ² part (columns of
+        variance scenarios, docs/robust.md, share their noise)."""
+        if getattr(self, "_twins", None) is None:
+            m = self.model
+            seen, twin = {}, {}
+            for j in self.columns:
+                key = (float(m.shares[j]), float(m.sensitivity_of(j)))
+                twin[int(j)] = seen.setdefault(key, int(j))
+            self._twins = twin
+        return self._twins
+
+    def _twin_pairs(self):
+        """(columns, their representatives) for the used columns that have a twin other than themselves."""
+        pairs = [(j, r) for j, r in self._twin().items() if r != j]
+        return (np.array([p[0] for p in pairs], dtype=np.int64), np.array([p[1] for p in pairs], dtype=np.int64))
+
     def unit_matrix(self, x, idx=None) -> np.ndarray:
         idx = self._g(idx)
         sl = slice(None) if idx is None else idx
         x = np.asarray(x, dtype=float)
         out = np.zeros((x.size, self.model.J))
-        for j in self.columns:
-            out[:, j] = (self.model.sigma2_matrix[sl, j] + self._noise(x, j, idx)) / x
+        S2 = self.model.sigma2_matrix
+        for j, r in self._twin().items():
+            if r == j:
+                out[:, j] = (S2[sl, j] + self._noise(x, j, idx)) / x
+        js, rs = self._twin_pairs()
+        if js.size:
+            out[:, js] = out[:, rs] + (S2[sl][:, js] - S2[sl][:, rs]) / x[:, None]
         return out
 
     def _noise(self, x, j, idx):
@@ -143,16 +167,34 @@ class SeparableProgram:
         return np.asarray(m.mechanism.variance(m.shares[j] * L, m.sensitivity_of(j)), dtype=float)
 
     def increment_matrix(self, mm, idx=None) -> np.ndarray:
-        return self._stack(lambda v, j, i: self.model.unit_increments(v, j, i), np.asarray(mm, dtype=float),
-                           self._g(idx))
+        v = np.asarray(mm, dtype=float)
+        idx = self._g(idx)
+        sl = slice(None) if idx is None else idx
+        out = np.zeros((v.size, self.model.J))
+        S2 = self.model.sigma2_matrix
+        for j, r in self._twin().items():
+            if r == j:
+                out[:, j] = self.model.unit_increments(v, j, idx)
+        js, rs = self._twin_pairs()
+        if js.size:     # t_j(v+1) − t_j(v) = the twin's + (σ_j² − σ_r²)(1/(v+1) − 1/v)
+            out[:, js] = out[:, rs] - (S2[sl][:, js] - S2[sl][:, rs]) / (v * (v + 1.0))[:, None]
+        return out
 
     def derivative_matrices(self, x, idx=None):
         x = np.asarray(x, dtype=float)
         idx = self._g(idx)
+        sl = slice(None) if idx is None else idx
         d1 = np.zeros((x.size, self.model.J))
         d2 = np.zeros((x.size, self.model.J))
-        for j in self.columns:
-            d1[:, j], d2[:, j] = self.model.unit_derivatives(x, j, idx, True)
+        S2 = self.model.sigma2_matrix
+        for j, r in self._twin().items():
+            if r == j:
+                d1[:, j], d2[:, j] = self.model.unit_derivatives(x, j, idx, True)
+        js, rs = self._twin_pairs()
+        if js.size:     # d/dx (σ_j² − σ_r²)/x = −(σ_j² − σ_r²)/x², second 2(σ_j² − σ_r²)/x³
+            d = S2[sl][:, js] - S2[sl][:, rs]
+            d1[:, js] = d1[:, rs] - d / (x ** 2)[:, None]
+            d2[:, js] = d2[:, rs] + 2.0 * d / (x ** 3)[:, None]
         return d1, d2
 
     # ------------------------------------------------------------------ rows

@@ -10,6 +10,7 @@ with the domains' variances and ratios (``details["domains"]``).
 from __future__ import annotations
 
 from ...models.controlled_precision import ControlledPrecisionDesign
+from ...options import default_rel_gap
 from ...models.minmax import MinMaxDesign
 from ...registry import register
 from ...result import Solution
@@ -43,7 +44,8 @@ def _repackage(model: ControlledPrecisionDesign, sol: Solution) -> Solution:
 def solve_controlled_precision(model: ControlledPrecisionDesign, rel_gap: float | None = None,
                                time_limit: float | None = None, verbose: bool = False) -> Solution:
     """The certified integer design with the smallest largest weighted domain variance (default rel_gap 1e-6,
-    the min-max family's; see :func:`.minmax.solve_minmax`)."""
+    :data:`dpopt.options.FAMILY_REL_GAP`; see :func:`.minmax.solve_minmax`)."""
+    rel_gap = default_rel_gap("exact", "ControlledPrecisionDesign") if rel_gap is None else rel_gap
     return _repackage(model, solve_minmax(minmax_of(model), rel_gap=rel_gap, time_limit=time_limit,
                                           verbose=verbose))
 
@@ -51,7 +53,8 @@ def solve_controlled_precision(model: ControlledPrecisionDesign, rel_gap: float 
 def relax_controlled_precision(model: ControlledPrecisionDesign, rel_gap: float | None = None,
                                time_limit: float | None = None, verbose: bool = False) -> Solution:
     """The continuous optimum (stratallo's ``dopt`` answers it without noise), proven to ``rel_gap``
-    (default 1e-9)."""
+    (default 1e-6, as ``solve``)."""
+    rel_gap = default_rel_gap("exact", "ControlledPrecisionDesign") if rel_gap is None else rel_gap
     return _repackage(model, relax_minmax(minmax_of(model), rel_gap=rel_gap, time_limit=time_limit,
                                           verbose=verbose))
 

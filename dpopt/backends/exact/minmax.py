@@ -30,17 +30,20 @@ from ... import _log
 from ...feasibility import FEASIBILITY_TOL
 from ...formulations.minmax import minmax_program
 from ...models.minmax import MinMaxDesign
+from ...models.stratified import largest_remainder
 from ...registry import register
 from ...result import Certificate, Solution, Status
 from .constrained.checks import check_options, convexity, unreachable_rows
 from .constrained.cores import DEFAULT_MAX_STATES
 from .constrained.deadline import Deadline
+from .constrained.dual import solve_dual
 from .constrained.block import solve_block
 from .constrained.checks import feasible as domains_feasible
 from .constrained.solve import Joined, _join, _parts, _solve_parts
 from .domains import domain_structure, solve_domains
 
 _DESCRIPTION = "dpopt's own exact solvers (no external solver needed)"
+KELLEY_STEPS = 150         # cutting planes for the dual weights at most
 MAX_STEPS = 80            # level and weighted programs solved at most (each step halves the gap or proves it)
 LEVEL_GAP = 0.5          # relative gap of a level program's tie-break objective (any design will do)
 _UNSETTLED = 4            # levels ending in neither a design nor a proof before the search stops
@@ -69,7 +72,7 @@ def _by_domains(prog, deadline):
                               steps=(note,), found=True, timed_out=False, enumerated=False)
 
 
-def _run(prog, convex, deadline, rel_gap):
+def _run(prog, convex, deadline, rel_gap, max_states=DEFAULT_MAX_STATES):
     """The constrained exact route on one compiled program: ("infeasible", reason) or ("done", Joined)."""
     if convex:
         why = unreachable_rows(prog)
@@ -82,7 +85,7 @@ def _run(prog, convex, deadline, rel_gap):
     gap_b = rel_gap * (0.5 if len(parts) > 1 else 1.0)
 
     def run(sub, dl, resume=None):
-        return solve_block(sub, convex, dl, gap_b, 1, 400_000, False, DEFAULT_MAX_STATES, resume=resume)
+        return solve_block(sub, convex, dl, gap_b, 1, 400_000, False, max_states, resume=resume)
 
     results = _solve_parts(parts, run, deadline, gap_b)
     if isinstance(results, str):
@@ -92,7 +95,7 @@ def _run(prog, convex, deadline, rel_gap):
 
 def solve_minmax(model: MinMaxDesign, rel_gap: float | None = None, time_limit: float | None = None,
                  verbose: bool = False) -> Solution:
-    """Certified integer min-max design (see the module docstring). ``rel_gap`` (default 1e-6, see
+    """Certified integer min-max design (see the module docstring). ``rel_gap`` (default 1e-4, see
     :data:`dpopt.options.FAMILY_REL_GAP`) is the relative gap on the worst ratio at which ``optimal`` is
     claimed."""
     from ...options import default_rel_gap
@@ -130,7 +133,10 @@ def solve_minmax(model: MinMaxDesign, rel_gap: float | None = None, time_limit: 
                                                                if state["n"] is not None else ""))
         return None
 
-    mu = np.full(m, 1.0 / m)
+    mu, xbar = (_dual_weights(mp, deadline.share(4), steps, tol=rel_gap / 10) if m > 1
+                else (np.ones(1), None))
+    if xbar is not None:
+        offer(_rounded(mp, xbar))
     reason = weighted(mu, 4)
     if reason is not None:
         return Solution(status=Status.INFEASIBLE, message=f"infeasible: no design meets the other rows ({reason})")
@@ -160,8 +166,7 @@ def solve_minmax(model: MinMaxDesign, rel_gap: float | None = None, time_limit: 
         low = max(lb, floor)
         t = ub - step if close else (0.5 * (low + ub) if math.isfinite(low) else ub - max(step, 1e-3 * abs(ub)))
         last_close = close
-        kind, reason, j = _run(mp.level(t, mu), convex, deadline.share(max(MAX_STEPS - it, 1) // 4 + 1),
-                               LEVEL_GAP)
+        kind, reason, j = _run(mp.level(t, mu), convex, deadline.share(3), LEVEL_GAP)
         if kind == "infeasible":
             if convex:
                 state["lb"] = max(state["lb"], t)
@@ -187,11 +192,64 @@ def solve_minmax(model: MinMaxDesign, rel_gap: float | None = None, time_limit: 
         new = mu + lam * mp.scales
         if np.all(np.isfinite(new)) and new.sum() > 0:
             mu = new / new.sum()
-            if weighted(mu, max(MAX_STEPS - it, 1) // 4 + 1) is not None:
+            if weighted(mu, 4) is not None:
                 break
         if state["ub"] >= before and kind == "done" and t >= before:
             break       # no progress possible (a safeguard: the level was not below the incumbent)
     return _answer(model, state, steps, convex, why, rel_gap, deadline, stopped)
+
+
+def _dual_weights(mp, deadline, steps, max_iter: int = KELLEY_STEPS, tol: float = 1e-9) -> np.ndarray:
+    """The min-max's dual weights μ* of the continuous relaxation, by Kelley's cutting planes on the concave
+    φ(μ) = min_x Σ_r μ_r ρ_r(x): every relaxed point x_k gives φ(μ) ≤ μ·ρ(x_k), so the LP
+    max {θ : θ ≤ μ·ρ(x_k) ∀k, μ ∈ simplex} bounds max φ from above and its μ is the next query; the best μ found
+    (largest φ) is returned. The weights only steer the search: every bound rests on the integer weighted
+    program solved with them afterwards."""
+    from scipy.optimize import linprog
+
+    m = mp.m
+    mu = np.full(m, 1.0 / m)
+    cuts, points, best, best_mu, xbar = [], [], -math.inf, mu, None
+    for it in range(max_iter):
+        if deadline.passed():
+            break
+        res = solve_dual(mp.weighted(mu), deadline, time_share=1.0)
+        if res.infeasible or not res.converged or not np.all(np.isfinite(res.x)):
+            break
+        rho = mp.ratios(res.x)
+        phi = float(mu @ rho)       # φ(μ) at the relaxed minimiser (a steering value, not a bound)
+        if phi > best:
+            best, best_mu = phi, mu
+        cuts.append(rho)
+        points.append(res.x)
+        # max θ s.t. θ − μ·ρ_k ≤ 0, Σμ = 1, μ ≥ 0   (variables μ_1..μ_m, θ; linprog minimises −θ)
+        A = np.hstack([-np.array(cuts), np.ones((len(cuts), 1))])
+        lp = linprog(np.r_[np.zeros(m), -1.0], A_ub=A, b_ub=np.zeros(len(cuts)),
+                     A_eq=np.r_[np.ones(m), 0.0][None, :], b_eq=[1.0],
+                     bounds=[(0, None)] * m + [(None, None)], method="highs")
+        if lp.status != 0:
+            break
+        upper = -float(lp.fun)
+        # the LP's duals weigh the points: their mixture x̄ has every ratio ≤ upper (convex rows), so it is a
+        # near min-max point of the relaxation, to be rounded for an incumbent
+        w = np.maximum(-np.asarray(lp.ineqlin.marginals, dtype=float), 0.0)
+        if w.sum() > 0:
+            xbar = (w / w.sum()) @ np.array(points)
+        if upper - best <= tol * max(abs(upper), 1e-300):
+            break
+        mu = np.maximum(lp.x[:m], 0.0)
+        mu = mu / mu.sum()
+    steps.append(f"dual weights: {len(cuts)} cutting planes, continuous bound {best:.10g}")
+    return best_mu, xbar
+
+
+def _rounded(mp, x):
+    """An integer design near the real point x: largest-remainder rounding to the fixed total when there is one
+    (within the bounds), else the nearest integers (either may fail the other rows: the caller checks)."""
+    total = next((r for r in mp.constraints if r.kind == "total"), None)
+    if total is None:
+        return np.clip(np.round(x), mp.lower, mp.upper).astype(np.int64)
+    return largest_remainder(np.maximum(x, 1e-300), int(round(total.rhs)), mp.lower, mp.upper)
 
 
 def _tolerance(mp, n, ub) -> float:

@@ -36,7 +36,7 @@ ROW_TOL = 1e-8           # relative row violation a real point may have (as rela
 def relax_minmax(model: MinMaxDesign, rel_gap: float | None = None, time_limit: float | None = None,
                  verbose: bool = False) -> Solution:
     """Continuous min-max: the real design with the smallest worst ratio and a proven lower bound (module
-    docstring). ``rel_gap`` defaults to the min-max family's (1e-6, :data:`dpopt.options.FAMILY_REL_GAP`)."""
+    docstring). ``rel_gap`` defaults to the min-max family's (:data:`dpopt.options.FAMILY_REL_GAP`)."""
     from ...options import default_rel_gap
     rel_gap = default_rel_gap("exact", "MinMaxDesign") if rel_gap is None else rel_gap
     rel_gap, time_limit, verbose = check_options(rel_gap, time_limit, verbose)
