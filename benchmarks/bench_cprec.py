@@ -90,8 +90,9 @@ def main(argv=None):
         T_int, V_int = largest(cp, sol.n) if sol.n is not None else (float("nan"), float("nan"))
         T_rnd, V_rnd = largest(cp, r["rounded"])
         gap = sol.certificate.gap if sol.certificate is not None and sol.certificate.gap is not None else float("nan")
-        note = "" if np.all(r["x"] >= 1) else "  (dopt has strata below 1 unit: not the same problem)"
-        print(f"{n:>6} {r['T']:>13.6f} {T_relax:>13.6f} {abs(T_relax - r['T']) / r['T']:>9.1e} {'yes' if inside else 'NO':>5} {str(rel.status):>8} | {T_int:>13.6f} "
+        same = bool(np.all(r["x"] >= 1))
+        note = "" if same else "  (dopt has strata below 1 unit: not the same problem)"
+        print(f"{n:>6} {r['T']:>13.6f} {T_relax:>13.6f} {abs(T_relax - r['T']) / r['T']:>9.1e} {('yes' if inside else 'NO') if same else '-':>5} {str(rel.status):>8} | {T_int:>13.6f} "
               f"{str(sol.status):>8} {gap:>8.1e} {T_rnd:>13.6f} {100 * (T_rnd - T_int) / T_rnd:>7.3f}% | "
               f"{V_int:>11.5g} {V_rnd:>11.5g} | {statistics.median(ta):>8.3f} {statistics.median(tb):>8.4f} "
               f"{statistics.median(ratios):>7.1f} {t_relax:>8.3f}{note}")
