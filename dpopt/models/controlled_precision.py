@@ -167,6 +167,7 @@ class ControlledPrecisionDesign(Model):
         return False
 
     def extended_features(self) -> list[str]:
+        """What this model has beyond the plain design (routes that cannot model it refuse it)."""
         return [f"controlled precision over {self.D} domain(s)", *self.design.extended_features()]
 
     def __repr__(self) -> str:
