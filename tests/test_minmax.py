@@ -41,7 +41,7 @@ def _instance(seed, kind):
     rng = np.random.default_rng(seed)
     k = 3 if kind != "two variables" else 2
     J = 2 if kind == "two variables" else 1
-    N = rng.integers(4, 9, k)
+    N = rng.integers(4, 8, k)
     total = int(rng.integers(k + 1, N.sum()))
     S = int(rng.integers(2, 4))
     eps = float(rng.choice([0.5, 1.0, 3.0]))
