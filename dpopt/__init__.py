@@ -10,7 +10,7 @@ from . import datasets
 from . import io
 from .compare import CompareResult, compare
 from .datasets import load_gapminder, toy_hierarchy
-from .models import Model, StratifiedDesign
+from .models import ControlledPrecisionDesign, Model, StratifiedDesign
 from .models.hierarchy import HierarchyBudget
 from .models.tree import Hierarchy
 from .privacy.truncated_laplace import truncated_laplace_moments
@@ -42,7 +42,7 @@ def build_cvxpy_problem(model, **kw):
 __version__ = "0.1.0"
 
 __all__ = [
-    "privacy", "datasets", "io", "Model", "StratifiedDesign", "MinCostDesign", "Hierarchy", "HierarchyBudget", "SampleSizeProgram",
+    "privacy", "datasets", "io", "Model", "StratifiedDesign", "MinCostDesign", "ControlledPrecisionDesign", "Hierarchy", "HierarchyBudget", "SampleSizeProgram",
     "SampleSizeStudy", "ImportanceSampling", "Solution", "Certificate", "CertificateKind", "Status", "available_backends", "compare", "CompareResult",
     "build_pyomo_model", "build_cvxpy_problem", "load_gapminder", "toy_hierarchy", "truncated_laplace_moments",
     "release", "simulate_hierarchy", "noise_ratio", "epsilon_for_noise_ratio", "q_bound", "rate_for_q_bound",

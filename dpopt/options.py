@@ -39,6 +39,9 @@ FAMILY_REL_GAP: dict[tuple[str, str], tuple[float, str]] = {
                                       "a tighter proof"),
     ("exact", "RobustDesign"): (1e-4, "the min-max regret design's level search (as MinMaxDesign); its min-cost "
                                       "variant is certified at 1e-4 too"),
+    ("exact", "ControlledPrecisionDesign"): (1e-6, "the min-max level search (as MinMaxDesign); the domain route "
+                                                   "decides its levels exactly in milliseconds, so 1e-6 is cheap; "
+                                                   "the fpc limits a ratio's resolution (docs/controlled_precision.md)"),
     ("cvxpy", "ImportanceSampling"): (1e-6, "the conic solvers are accurate to about 1e-7"),
     ("scipy", "HierarchyBudget"): (1e-6, "SLSQP's iterate is accurate to about 1e-7"),
     ("pyomo", "HierarchyBudget"): (1e-6, "SCIP's bound on the exponential terms is accurate to about 1e-7"),

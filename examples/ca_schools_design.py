@@ -10,7 +10,10 @@ solves them and draws the designs per county (``--out DIR``, figure ``ca_schools
 * ``domain_targets``: the same frame with an SE target on the mean math score of each county-income
   domain (counties split into thirds by mean district income);
 * ``two_variables``: math and reading scores, each response privatised with half of the person's budget;
-* ``min_cost_domains``: the cheapest design meeting SE targets for both scores in every domain.
+* ``min_cost_domains``: the cheapest design meeting SE targets for both scores in every domain;
+* ``controlled_precision``: at 150 districts, the smallest largest CV² of the domain mean math scores divided by
+  the domain's priority (the low-income domain twice the others): stratallo's ``dopt`` with DP noise
+  (docs/controlled_precision.md); ρ_d = the domain's mean math score (from the frame) × √priority.
 
 S_h² is the county's sample variance of the district scores (ddof = 1); the three counties with a single
 district take the pooled within-county variance. ``python examples/ca_schools_design.py --models models``
@@ -45,7 +48,15 @@ def county_frame():
                                                                     "high income"))
     cost = 20.0 + g["students"].mean() / 200.0
     return {"label": list(N.index), "N": N.to_numpy().astype(int), "math": variances("math").to_numpy(),
-            "read": variances("read").to_numpy(), "domain": list(domain), "cost": cost.to_numpy()}
+            "read": variances("read").to_numpy(), "domain": list(domain), "cost": cost.to_numpy(),
+            "math_mean": g["math"].mean().to_numpy()}
+
+
+def domain_means(f, col="math_mean") -> dict:
+    """Each domain's mean score over its districts (Σ N_h ȳ_h / Σ N_h)."""
+    dom = np.array(f["domain"])
+    return {d: float(np.sum(f["N"][dom == d] * f[col][dom == d]) / np.sum(f["N"][dom == d]))
+            for d in dict.fromkeys(f["domain"])}
 
 
 def _arr(v, fmt="{:.6g}"):
@@ -83,6 +94,16 @@ def write_models(out: Path) -> list[Path]:
             + "".join(f'\n[[precision]]\nstrata = "{d}"\nvariable = "{v}"\nkind = "se"\ntarget = {t}\n'
                       for d, t in (("low income", 28.0), ("middle income", 30.0), ("high income", 25.0))
                       for v in ("math", "read"))),
+        "ca_schools_controlled_precision.toml": (
+            '# California school districts: multi-domain controlled precision (stratallo\'s dopt with DP noise):\n'
+            '# at 150 districts, the smallest largest CV² of the domain mean math scores over the domain\'s\n'
+            '# priority; rho = the domain\'s mean math score x sqrt(priority), low income counted twice\n'
+            'family = "stratified_controlled_precision"\n'
+            'name = "CA schools, math, controlled precision over county-income domains"\n' + common
+            + "total = 150\nfpc = true\n" + strata.replace("cost = ", "# cost = ") + f'sigma2 = {_arr(f["math"])}\n'
+            + '\n[controlled_precision]\nestimate = "mean"\n'
+            + "totals = { " + ", ".join(f'"{d}" = {m:.6g}' for d, m in domain_means(f).items()) + " }\n"
+            + 'priorities = { "low income" = 2.0, "middle income" = 1.0, "high income" = 1.0 }\n'),
     }
     out.mkdir(parents=True, exist_ok=True)
     paths = []

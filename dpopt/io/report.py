@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..models.controlled_precision import ControlledPrecisionDesign
 from ..models.hierarchy import HierarchyBudget
 from ..models.importance import ImportanceSampling, uniform_probabilities
 from ..models.sample_size import SampleSizeProgram
@@ -231,6 +232,35 @@ def min_cost_report(model, solution: Solution) -> str:
     if d.objective_kind == "mean":
         lines.append(f"Var(mean estimate)  : {br['variance_of_mean']:.6g}")
     lines += constrained_lines(model, pt)
+    if solution.certificate is not None:
+        lines.append(f"certificate         : {solution.certificate}")
+    return "\n".join(lines)
+
+
+@register_report(ControlledPrecisionDesign)
+def controlled_precision_report(model, solution: Solution) -> str:
+    """Per stratum n; per domain its variance, SE, ρ_d and ratio V_d/ρ_d² (the largest is the objective)."""
+    lines = header(model, solution)
+    pt = solution.point
+    if pt is None:
+        return "\n".join(lines)
+    d = model.design
+    integer = solution.n is not None
+    rows = [[d.labels[i]] + ([d.domains[i]] if d.domains is not None else []) + [int(d.N[i]), pt[i]]
+            for i in range(model.k)]
+    heads = ["stratum"] + (["domain"] if d.domains is not None else []) + ["N", "n" if integer else "x"]
+    fmts = ["s"] + (["s"] if d.domains is not None else []) + ["d", "d" if integer else ".4f"]
+    lines += ["", table(heads, rows, fmts), ""]
+    v = model.domain_variances(pt)
+    r = v / (model.rho * model.rho)
+    worst = int(np.argmax(r))
+    drows = [[name + (" *" if g == worst else ""), int(model.domain_strata[g].size), float(v[g]),
+              float(np.sqrt(max(v[g], 0.0))), float(model.rho[g]), float(r[g])] for g, name in enumerate(model.domain_names)]
+    lines.append(table(["domain", "strata", f"Var({model.estimate})", "SE", "rho", "Var/rho^2"], drows,
+                       ["s", "d", ".6g", ".6g", ".6g", ".8g"]))
+    lines.append("")
+    lines.append(f"largest Var/rho^2   : {solution.objective:.10g}  (* the domain that attains it)")
+    lines += constrained_lines(model.constraint_design(), pt)
     if solution.certificate is not None:
         lines.append(f"certificate         : {solution.certificate}")
     return "\n".join(lines)

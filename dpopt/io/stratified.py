@@ -1,12 +1,14 @@
 """Model-file loaders of the stratified families: ``stratified`` (a fixed total, optional cost budget,
-constraints and precision targets) and ``stratified_min_cost``. The format is described in the README."""
+constraints and precision targets), ``stratified_min_cost`` and ``stratified_controlled_precision`` (the
+"stratified" keys plus a ``[controlled_precision]`` table; docs/controlled_precision.md). The format is described in the README."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from .. import _validate as V
-from ..models.stratified import MinCostDesign, StratifiedDesign, TARGET_KINDS, _labels
+from ..models.controlled_precision import CP_ESTIMATES, ControlledPrecisionDesign
+from ..models.stratified import ESTIMATES, MinCostDesign, StratifiedDesign, TARGET_KINDS, _labels
 from .modelfile import ModelFileError, register_family, take
 
 
@@ -89,7 +91,7 @@ def design_from_file(data: dict, total, strata_required=("N", "sigma2")) -> Stra
         take(t, {"target", "strata", "variable", "kind", "mean", "estimate", "name"}, {"target"}, where)
         target = V.positive(f"{where} target", t["target"])
         kind = V.choice(f"{where} kind", t.get("kind", "variance"), TARGET_KINDS)
-        estimate = V.choice(f"{where} estimate", t.get("estimate", "mean"), ("mean", "objective"))
+        estimate = V.choice(f"{where} estimate", t.get("estimate", "mean"), ESTIMATES)
         mean = None if t.get("mean") is None else V.real(f"{where} mean", t["mean"])
         name = t.get("name", "")
         if not isinstance(name, str):
@@ -140,6 +142,46 @@ def _load_min_cost(data: dict, base) -> MinCostDesign:
     design = design_from_file(data, None, ("N", "sigma2", "cost"))
     return MinCostDesign(design, data["strata"]["cost"], data.get("variance_target"), se=data.get("se"),
                          cv=data.get("cv"), mean=data.get("mean"))
+
+
+# ---------------------------------------------------------------------------------- controlled precision
+
+_CP_KEYS = {"domains", "rho", "totals", "priorities", "estimate", "variable"}
+
+
+def _per_domain(cp: dict, key: str):
+    """An array (in the order the domains first appear) or a table {domain: value} of the [controlled_precision]
+    table, as the model takes it."""
+    value = cp.get(key)
+    if value is None or isinstance(value, (list, dict)):
+        return value
+    raise ModelFileError(f"[controlled_precision] {key} must be an array (one value per domain, in the order the "
+                         f"domains first appear) or a table {{domain = value}}")
+
+
+@register_family("stratified_controlled_precision")
+def _load_controlled_precision(data: dict, base) -> ControlledPrecisionDesign:
+    """The "stratified" keys (total, strata with a domain column, constraints, precision targets, cost_budget)
+    and a [controlled_precision] table: ``totals`` (with optional ``priorities``) or ``rho`` per domain,
+    ``estimate`` ("total", "mean" or "objective"), ``variable``, and optionally ``domains`` (a table
+    {domain = strata}) instead of the strata's domain column."""
+    cp = data.pop("controlled_precision", None)
+    if not isinstance(cp, dict):
+        raise ModelFileError("family 'stratified_controlled_precision' needs a [controlled_precision] table with "
+                             "totals (and priorities) or rho")
+    take(cp, _CP_KEYS, set(), "[controlled_precision]")
+    design = _load_stratified(data, base)
+    domains = cp.get("domains")
+    if domains is not None and not isinstance(domains, dict):
+        raise ModelFileError("[controlled_precision] domains must be a table {domain = strata}; without it the "
+                             "strata's domain column is used")
+    estimate = V.choice("[controlled_precision] estimate", cp.get("estimate", "total"), CP_ESTIMATES)
+    try:
+        return design.controlled_precision(domains, rho=_per_domain(cp, "rho"), totals=_per_domain(cp, "totals"),
+                                           priorities=_per_domain(cp, "priorities"), variable=cp.get("variable"),
+                                           estimate=estimate)
+    except (ValueError, TypeError) as exc:
+        raise ModelFileError(f"[controlled_precision]: {exc}") from None
 
 
 # ---------------------------------------------------------------------------------- robust (docs/robust.md)

@@ -31,6 +31,7 @@ from ..privacy.amplification import log_expm1
 from ..privacy.mechanisms import Mechanism, PureDP, get_mechanism
 from ..result import Certificate, Solution, Status
 from .base import Model, honest_status
+from .controlled_precision import ControlledPrecisionDesign
 
 OBJECTIVES = ("mean", "a-optimal", "unit-free")
 BASELINES = ("neyman", "neyman-mean", "proportional", "equal")
@@ -77,6 +78,9 @@ class LinearConstraint:
 
 
 TARGET_KINDS = ("variance", "se", "cv")
+#: what a precision target bounds: the domain mean (weights (N_i/N_D)²), the domain total (weights N_i²) or the
+#: design's objective restricted to the domain (weights α_i²); docs/constrained.md
+ESTIMATES = ("mean", "total", "objective")
 EPSILON_RANGE = (1e-6, 700.0)   # supported central budgets of the stratified family
 
 
@@ -84,7 +88,7 @@ EPSILON_RANGE = (1e-6, 700.0)   # supported central budgets of the stratified fa
 class PrecisionTarget:
     """Σ_{i∈D} weights_i · t_ij(n_i) − fpc_const ≤ bound: a domain estimate's variance bound.
 
-    ``weights`` (length k, zero outside the domain) are β_i² with β_i = N_i/N_D for a domain mean or α_i for
+    ``weights`` (length k, zero outside the domain) are β_i² with β_i = N_i/N_D for a domain mean, N_i for a domain total or α_i for
     the objective restricted to the domain; ``bound`` is on the variance scale whatever ``kind`` the user
     gave (``target`` keeps the number as given).
     """
@@ -563,8 +567,9 @@ class StratifiedDesign(Model):
         Σ_{h∈D} (N_h/N_D) ȳ_h with privatised responses; its variance (sampling plus noise, finite-population
         corrected when ``fpc``) must not exceed the target. ``kind`` says what ``target`` is: ``"variance"``,
         ``"se"`` (standard error) or ``"cv"`` (coefficient of variation, needs the domain mean ``mean=``).
-        ``estimate="objective"``: the design's own weighted objective restricted to the domain (weights α_h,
-        variance scale only). ``strata`` names the domain (see :meth:`strata_index`); ``variable`` a column
+        ``estimate="total"``: the estimator Σ_{h∈D} N_h ȳ_h of the domain's total (weights N_h²; a ``cv`` then
+        needs the domain total as ``mean=``). ``estimate="objective"``: the design's own weighted objective
+        restricted to the domain (weights α_h, variance scale only). ``strata`` names the domain (see :meth:`strata_index`); ``variable`` a column
         of ``sigma2`` (default: the only one). See docs/constrained.md.
         """
         self.precision_targets.append(self._precision_target(target, strata, variable, kind, mean, estimate, name))
@@ -572,7 +577,7 @@ class StratifiedDesign(Model):
 
     def _precision_target(self, target, strata, variable, kind, mean, estimate, name) -> "PrecisionTarget":
         kind = V.choice("kind", kind, TARGET_KINDS)
-        estimate = V.choice("estimate", estimate, ("mean", "objective"))
+        estimate = V.choice("estimate", estimate, ESTIMATES)
         value = V.positive("precision target", target)
         if variable is None:
             if self.J > 1:
@@ -600,6 +605,8 @@ class StratifiedDesign(Model):
         if estimate == "mean":
             Nd = self.N[idx].astype(float)
             beta[idx] = Nd / Nd.sum()
+        elif estimate == "total":
+            beta[idx] = self.N[idx].astype(float)
         else:
             beta[idx] = self.alpha[idx]
         label = name or (f"{estimate} of {self.variables[j]} over "
@@ -623,6 +630,16 @@ class StratifiedDesign(Model):
         :class:`MinCostDesign`.
         """
         return MinCostDesign(self, cost, variance_target, se=se, cv=cv, mean=mean)
+
+    def controlled_precision(self, domains=None, *, rho=None, totals=None, priorities=None, variable=None,
+                             estimate: str = "total", name: str = "") -> ControlledPrecisionDesign:
+        """The multi-domain controlled-precision variant (stratallo's ``dopt`` with DP noise): at this design's
+        total, minimise max_d V_d(n)/ρ_d², ρ_d = totals_d·√priorities_d (or ``rho`` given directly), V_d the
+        variance of the domain's ``estimate`` ("total", "mean" or "objective"). The design's bounds, linear
+        constraints and precision targets are kept. Returns a new :class:`ControlledPrecisionDesign`
+        (docs/controlled_precision.md)."""
+        return ControlledPrecisionDesign(self, domains, rho=rho, totals=totals, priorities=priorities,
+                                         variable=variable, estimate=estimate, name=name)
 
     @property
     def is_plain(self) -> bool:

@@ -27,8 +27,9 @@ import math
 import numpy as np
 
 from ... import _log
-from ...feasibility import FEASIBILITY_TOL
+from ...feasibility import FEASIBILITY_TOL, Row
 from ...formulations.minmax import minmax_program
+from ...formulations.separable import SeparableProgram
 from ...models.minmax import MinMaxDesign
 from ...models.stratified import largest_remainder
 from ...registry import register
@@ -38,7 +39,9 @@ from .constrained.cores import DEFAULT_MAX_STATES
 from .constrained.deadline import Deadline
 from .constrained.dual import solve_dual
 from .constrained.block import solve_block
-from .constrained.solve import _join, _parts, _solve_parts
+from .constrained.checks import feasible as domains_feasible
+from .constrained.solve import Joined, _join, _parts, _solve_parts
+from .domains import domain_structure, solve_domains
 
 _DESCRIPTION = "dpopt's own exact solvers (no external solver needed)"
 KELLEY_STEPS = 150         # cutting planes for the dual weights at most
@@ -48,12 +51,51 @@ _UNSETTLED = 4            # levels ending in neither a design nor a proof before
 _CLOSE = 0.05             # relative gap below which every other level is put just under the upper bound
 
 
+def _by_domains(prog, deadline):
+    """The constrained route's domain shortcut (:mod:`..domains`, nested marginal allocation, exact with an
+    exchange certificate) when the program has its structure — level rows on disjoint domains, each the
+    objective's weights times a constant, and the total (multi-domain controlled precision under the
+    population-mean weights): ("infeasible", reason, None), ("done", "", Joined) or None (the general route).
+    When the objective alone breaks the structure (weights μ_r = 0 leave a domain out of it) the sum of the rows
+    takes its place: the design and an infeasibility proof still hold, the bound (on another objective) is
+    dropped."""
+    groups = domain_structure(prog)
+    replaced = groups is None
+    if replaced:
+        # the level program's objective is only a tie-break (any design of the level will do): with some weights
+        # μ_r = 0 it no longer covers every domain, so try the plain sum of the nonlinear rows instead
+        W = [r.W for r in prog.rows if r.W is not None]
+        if not W or any(r.a is not None and np.any(r.a != 0) for r in prog.rows if r.W is not None):
+            return None
+        prog = SeparableProgram(prog.model, prog.lower, prog.upper,
+                                Row("sum of the level rows", "objective", np.sum(W, axis=0), None), prog.rows, 0.0)
+        groups = domain_structure(prog)
+        if groups is None:
+            return None
+    res = solve_domains(prog, groups, deadline)
+    if res is None:
+        return None
+    if isinstance(res[0], str):
+        return "infeasible", f"domain route: {res[1]}", None
+    n, slack, note, _binding = res
+    if not domains_feasible(prog, n):
+        return None
+    obj = prog.evaluate(n.astype(float))[0]
+    # a bound on a replaced objective bounds nothing the caller asked: only the design (or the proof) counts
+    lb = -math.inf if replaced else obj - max(0.0, -slack)
+    return "done", "", Joined(n=n, x=n.astype(float), lam=np.zeros(prog.m), ub=obj, lb=lb, lagrangian=lb, q=lb,
+                              steps=(note,), found=True, timed_out=False, enumerated=False)
+
+
 def _run(prog, convex, deadline, rel_gap, max_states=DEFAULT_MAX_STATES):
     """The constrained exact route on one compiled program: ("infeasible", reason) or ("done", Joined)."""
     if convex:
         why = unreachable_rows(prog)
         if why:
             return "infeasible", why, None
+        fast = _by_domains(prog, deadline)
+        if fast is not None:
+            return fast
     parts = _parts(prog)
     gap_b = rel_gap * (0.5 if len(parts) > 1 else 1.0)
 
