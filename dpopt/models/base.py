@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
+
 from .. import registry
 from ..feasibility import FEASIBILITY_TOL
 from ..options import COMMON
@@ -122,3 +124,23 @@ def _refuse_bound_above_point(sol: Solution) -> None:
         cert.optimal = False
         note = f"the certificate's lower bound {lb!r} exceeds the objective {obj!r}: not a proof"
         sol.message = f"{sol.message}; {note}" if sol.message else note
+
+
+class DesignDelegate:
+    """The data a model built on a :class:`StratifiedDesign` reads from it (``self.design``): k, the bounds, N."""
+
+    @property
+    def k(self) -> int:
+        return self.design.k
+
+    @property
+    def lower(self) -> np.ndarray:
+        return self.design.lower
+
+    @property
+    def upper(self) -> np.ndarray:
+        return self.design.upper
+
+    @property
+    def N(self) -> np.ndarray:
+        return self.design.N

@@ -28,13 +28,13 @@ import numpy as np
 from .. import _validate as V
 from ..feasibility import FEASIBILITY_TOL, Row, row_holds
 from ..result import Solution, Status
-from .base import Model, honest_status
+from .base import DesignDelegate, Model, honest_status
 
 #: the domain estimates a controlled-precision design can weigh (the precision targets' ``estimate``)
 CP_ESTIMATES = ("total", "mean", "objective")
 
 
-class ControlledPrecisionDesign(Model):
+class ControlledPrecisionDesign(DesignDelegate, Model):
     """Minimise max_d V_d(n)/ρ_d² over the integer designs of ``design`` (stratallo's ``dopt`` with DP noise).
 
     Parameters
@@ -135,24 +135,8 @@ class ControlledPrecisionDesign(Model):
 
     # ------------------------------------------------------------------ delegated data
     @property
-    def k(self) -> int:
-        return self.design.k
-
-    @property
     def D(self) -> int:
         return len(self.rows)
-
-    @property
-    def lower(self) -> np.ndarray:
-        return self.design.lower
-
-    @property
-    def upper(self) -> np.ndarray:
-        return self.design.upper
-
-    @property
-    def N(self) -> np.ndarray:
-        return self.design.N
 
     @property
     def total(self) -> int:

@@ -27,7 +27,7 @@ import numpy as np
 from .. import _validate as V
 from ..feasibility import FEASIBILITY_TOL, Row, feasible, used_columns
 from ..result import Solution, Status
-from .base import Model, honest_status
+from .base import DesignDelegate, Model, honest_status
 from .stratified import StratifiedDesign
 
 
@@ -79,7 +79,7 @@ def widen(W: np.ndarray | None, J_total: int, block: int = 0) -> np.ndarray | No
     return out
 
 
-class MinMaxDesign(Model):
+class MinMaxDesign(DesignDelegate, Model):
     """Minimise the worst scaled row, max_r (R_r(n) − d_r)/c_r, over integer designs meeting ``constraints``.
 
     Parameters
@@ -140,22 +140,6 @@ class MinMaxDesign(Model):
         return cls(design, rows, scales, offsets, None, names, name)
 
     # ------------------------------------------------------------------ delegated data
-    @property
-    def k(self) -> int:
-        return self.terms.k
-
-    @property
-    def lower(self) -> np.ndarray:
-        return self.terms.lower
-
-    @property
-    def upper(self) -> np.ndarray:
-        return self.terms.upper
-
-    @property
-    def N(self) -> np.ndarray:
-        return self.terms.N
-
     @property
     def design(self) -> StratifiedDesign:
         """The design whose unit terms the rows weigh (the exact route asks it about convexity)."""

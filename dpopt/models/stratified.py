@@ -30,7 +30,7 @@ from ..numerics import water_fill
 from ..privacy.amplification import log_expm1
 from ..privacy.mechanisms import Mechanism, PureDP, get_mechanism
 from ..result import Certificate, Solution, Status
-from .base import Model, honest_status
+from .base import DesignDelegate, Model, honest_status
 from .controlled_precision import ControlledPrecisionDesign
 
 OBJECTIVES = ("mean", "a-optimal", "unit-free")
@@ -1308,7 +1308,7 @@ class StratifiedDesign(Model):
 # and ``scipy`` solve the forms they can model.
 
 
-class MinCostDesign(Model):
+class MinCostDesign(DesignDelegate, Model):
     """Minimise Σ cost_i n_i s.t. precision requirements on the DP variance.
 
     Parameters
@@ -1353,23 +1353,7 @@ class MinCostDesign(Model):
                                                                     estimate, name))
         return self
 
-    # ------------------------------------------------------------------ delegated data
-    @property
-    def k(self) -> int:
-        return self.design.k
-
-    @property
-    def lower(self) -> np.ndarray:
-        return self.design.lower
-
-    @property
-    def upper(self) -> np.ndarray:
-        return self.design.upper
-
-    @property
-    def N(self) -> np.ndarray:
-        return self.design.N
-
+    # ------------------------------------------------------------------ delegated data (and DesignDelegate)
     @property
     def mechanism(self):
         return self.design.mechanism
