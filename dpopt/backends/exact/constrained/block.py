@@ -21,6 +21,7 @@ from .fixing import window as window_of
 from .highs_milp import highs_solve, lp_multipliers
 from .incumbent import Incumbent
 from .search import INFEASIBLE, CoreSearch
+from .subset import improve as improve_one_row
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,14 @@ def solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max_
     if not convex:
         _window_search(prog, res.x, ib.n, window, scale, inc, steps, deadline, rel_gap, max_cols, verbose)
         return dataclasses.replace(base, n=inc.n, ub=inc.ub, timed_out=deadline.passed(), steps=tuple(steps))
+    if resume is None:
+        # one row: a point within the gap of the bound ends the search before any core is listed (.subset)
+        t0 = time.perf_counter()
+        had = inc.ub
+        improve_one_row(prog, ib, inc, ib.lb, rel_gap, deadline)
+        if inc.ub < had:
+            steps.append(f"one-row repair and subset search: gap {(inc.ub - ib.lb) / abs(inc.ub):.1e} in "
+                         f"{time.perf_counter() - t0:.2f} s")
     search = CoreSearch(prog, ib, lam, res.x, scale, inc, steps, deadline, rel_gap, max_cols, max_states,
                         verbose, resume)
     if search.run() == INFEASIBLE:
