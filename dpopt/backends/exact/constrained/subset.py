@@ -27,8 +27,9 @@ from .incumbent import Incumbent
 from .inner import phi
 
 HALF = 9               # strata per half of a meet-in-the-middle round (3^9 = 19 683 combinations each)
-ROUNDS = 12            # meet-in-the-middle rounds at most
+ROUNDS = 40             # meet-in-the-middle rounds at most
 _REPAIR_PASSES = 60    # greedy repair passes at most (each adds at most one unit per stratum)
+POOL = 120             # near-ties a stalled round draws from
 USE_ALLOWANCE = 0.999  # share of the feasibility test's allowance the subset search may use
 
 
@@ -110,32 +111,28 @@ def improve(prog, ib, inc: Incumbent, lb: float, rel_gap: float, deadline) -> No
     inc.offer(start)
     if not inc.found:
         return
-    Om, ell = ib.Om, ib.ell
-    # strata ranked by their cheapest ±1 move's reduced cost at λ (the near-ties first)
-    base = phi(prog, Om, ell, ib.n.astype(float))
-    r = np.full(prog.k, np.inf)
-    for d in (-1, 1):
-        v = np.clip(ib.n + d, prog.lower, prog.upper)
-        moved = v != ib.n
-        if np.any(moved):
-            rv = phi(prog, Om, ell, v[moved].astype(float), np.flatnonzero(moved)) - base[moved]
-            r[moved] = np.minimum(r[moved], rv)
-    ranked = np.argsort(r, kind="stable")
-    ranked = ranked[np.isfinite(r[ranked])]
     # the feasibility test accepts a row up to rhs + allowance (docs/constrained.md, "Feasibility and safe
     # bounds") and the bound LB holds over that set, so the subset search aims at the same set (a whisker
     # inside it, for rounding); offer() applies the test itself
     rhs = float(prog.rows[0].rhs) + USE_ALLOWANCE * float(prog.allowance()[0])
     per_round = 2 * HALF
-    for rnd in range(ROUNDS):
+    stalled = 0
+    rng = np.random.default_rng(0)
+    for _ in range(ROUNDS):
         if inc.ub - lb <= rel_gap * abs(inc.ub) or deadline.passed():
             return
-        # a window of near-ties: the first rounds the closest, later ones shifted (each round from the incumbent)
-        offset = (rnd * HALF) % max(ranked.size - per_round + 1, 1)
-        idx = ranked[offset:offset + per_round]
+        n = inc.n
+        ranked = _near_ties(prog, ib, n)
+        # the closest near-ties at the incumbent, with the others drawn from the next POOL (a seeded draw, so a
+        # solve is reproducible) once a round finds nothing
+        if stalled == 0 or ranked.size <= per_round:
+            idx = ranked[:per_round]
+        else:
+            idx = np.concatenate([ranked[:HALF], rng.choice(ranked[HALF:HALF + POOL],
+                                                            min(per_round - HALF, ranked.size - HALF), replace=False)])
         if idx.size < 2:
             return
-        n = inc.n
+        had = inc.ub
         slack = rhs - float(np.sum(_terms(prog, n)[1]))
         df, dg = _move_table(prog, n, idx, (-1, 0, 1))
         df[:, 1] = dg[:, 1] = 0.0
@@ -156,12 +153,30 @@ def improve(prog, ib, inc: Incumbent, lb: float, rel_gap: float, deadline) -> No
         pos = np.searchsorted(GR, room, side="right") - 1
         ok = (pos >= 0) & np.isfinite(FL)
         if not np.any(ok):
+            stalled += 1
             continue
         total = np.where(ok, FL + run[np.maximum(pos, 0)], np.inf)
         best = int(np.argmin(total))
         if not total[best] < 0:
+            stalled += 1
             continue
         cand = n.copy()
         cand[idx[:h]] += CL[best].astype(np.int64) - 1
         cand[idx[h:]] += CR[arg[pos[best]]].astype(np.int64) - 1
         inc.offer(cand)
+        stalled = 0 if inc.ub < had else stalled + 1
+
+
+def _near_ties(prog, ib, n):
+    """Strata ranked by the least change of reduced cost (at λ, against n_λ) a ±1 move from ``n`` makes: moves
+    that undo the repair's dearest units, then the near-ties of the multiplier."""
+    Om, ell = ib.Om, ib.ell
+    here = phi(prog, Om, ell, n.astype(float))
+    key = np.full(prog.k, np.inf)
+    for d in (-1, 1):
+        v = n + d
+        ok = np.flatnonzero((v >= prog.lower) & (v <= prog.upper))
+        if ok.size:
+            key[ok] = np.minimum(key[ok], phi(prog, Om, ell, v[ok].astype(float), ok) - here[ok])
+    ranked = np.argsort(key, kind="stable")
+    return ranked[np.isfinite(key[ranked])]
