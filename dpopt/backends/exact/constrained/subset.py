@@ -29,6 +29,7 @@ from .inner import phi
 HALF = 9               # strata per half of a meet-in-the-middle round (3^9 = 19 683 combinations each)
 ROUNDS = 40             # meet-in-the-middle rounds at most
 _REPAIR_PASSES = 60    # greedy repair passes at most (each adds at most one unit per stratum)
+MAX_STALLED = 4        # rounds in a row without a better point before the search gives up (the cores take over)
 POOL = 120             # near-ties a stalled round draws from
 USE_ALLOWANCE = 0.999  # share of the feasibility test's allowance the subset search may use
 
@@ -119,7 +120,7 @@ def improve(prog, ib, inc: Incumbent, lb: float, rel_gap: float, deadline) -> No
     stalled = 0
     rng = np.random.default_rng(0)
     for _ in range(ROUNDS):
-        if inc.ub - lb <= rel_gap * abs(inc.ub) or deadline.passed():
+        if inc.ub - lb <= rel_gap * abs(inc.ub) or deadline.passed() or stalled >= MAX_STALLED:
             return
         n = inc.n
         ranked = _near_ties(prog, ib, n)
