@@ -76,3 +76,39 @@ def test_bethel_type_domains_match_brute_force(seed):
     assert sol.status == dpopt.Status.OPTIMAL
     assert sol.objective == pytest.approx(total, rel=1e-8)
     assert sol.certificate.lower_bound <= total * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_min_cost_on_a_cost_lattice_matches_brute_force(seed):
+    """Costs in tenths (like stratallo's pop507/pop969): the bound is rounded up to the lattice of costs; the
+    answer and the bound must still agree with brute force (a bound above the optimum would be a false proof)."""
+    rs = np.random.default_rng(500 + seed)
+    k = int(rs.integers(2, 5))
+    N = rs.integers(8, 40, size=k)
+    S = rs.uniform(0.5, 20.0, size=k)
+    c = np.round(rs.uniform(1.0, 10.0, size=k), 1) if seed % 2 else rs.integers(1, 6, size=k).astype(float)
+    hi = np.minimum(N, rs.integers(4, 12, size=k))
+    lo = np.ones(k, dtype=np.int64)
+    v_lo = float(np.sum(N ** 2 * S ** 2 / hi) - np.sum(N * S ** 2))
+    v_hi = float(np.sum(N ** 2 * S ** 2 / lo) - np.sum(N * S ** 2))
+    V = v_lo + rs.uniform(0.05, 0.7) * (v_hi - v_lo)
+    best, _ = _brute(N, S, c, V, lo, hi)
+    d = StratifiedDesign(N, S ** 2, int(k), EPS, sensitivity=DELTA, fpc=True, upper=hi)
+    sol = d.min_cost(c, variance_target=V).solve(backend="exact", time_limit=20)
+    assert sol.status == dpopt.Status.OPTIMAL
+    assert sol.objective == pytest.approx(best, rel=1e-12)
+    assert sol.certificate.lower_bound <= best * (1 + 1e-12)
+
+
+def test_lattice_bound_rounds_up_only_on_a_lattice():
+    """The lattice bound: costs 0.5 and 1.5 → every design costs a multiple of 0.5; real costs → unchanged."""
+    from dpopt.backends.exact.constrained.bound import cost_unit, lattice_bound
+    from dpopt.formulations.separable import program_of
+
+    d = StratifiedDesign([50, 60], [4.0, 9.0], 10, EPS, sensitivity=DELTA, fpc=True)
+    prog = program_of(d.min_cost([0.5, 1.5], variance_target=2000.0))
+    assert cost_unit(prog)[0] == pytest.approx(0.5)
+    assert 10.5 - 1e-9 <= lattice_bound(prog, 10.01) <= 10.5
+    assert lattice_bound(prog, 10.5) <= 10.5 and lattice_bound(prog, 10.5) >= 10.0
+    prog = program_of(d.min_cost([0.5, np.pi], variance_target=2000.0))
+    assert cost_unit(prog) is None and lattice_bound(prog, 10.01) == 10.01

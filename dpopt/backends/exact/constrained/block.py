@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ....formulations.separable import secant_milp
-from .bound import IntegerBound, integer_bound
+from .bound import IntegerBound, integer_bound, lattice_bound
 from .box import BOX_POINTS, box, enumerate_box
 from .cores import DEFAULT_MAX_STATES
 from .dual import DualResult, solve_dual
@@ -84,7 +84,7 @@ def solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max_
         # one row: a point within the gap of the bound ends the search before any core is listed (.subset)
         t0 = time.perf_counter()
         had = inc.ub
-        improve_one_row(prog, ib, inc, ib.lb, rel_gap, deadline)
+        improve_one_row(prog, ib, inc, lattice_bound(prog, ib.lb), rel_gap, deadline)
         if inc.ub < had:
             steps.append(f"one-row repair and subset search: gap {(inc.ub - ib.lb) / abs(inc.ub):.1e} in "
                          f"{time.perf_counter() - t0:.2f} s")

@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from ....formulations.separable import secant_milp
-from .bound import IntegerBound
+from .bound import IntegerBound, lattice_bound, lattice_step
 from .checks import FEAS_TOL
 from .cores import enumerate_core
 from .fixing import reduced_ranges
@@ -41,7 +41,11 @@ class CoreSearch:
         # Every feasible n has f(n) = lb + Σ r_i(n_i) + λ·slack ≥ lb + r_i(n_i). Budgets start small (fast,
         # tight cores) and grow.
         self.b = START_BUDGET * scale
-        self.bound = -math.inf        # proven lower bound from the cores
+        # proven lower bound from the cores; from the start, the Lagrangian bound rounded up to the lattice of
+        # the objective's costs (costs in cents: every design costs a whole number of cents; .bound)
+        self.bound = -math.inf
+        # on a cost lattice, a design better than the incumbent is cheaper by at least this step
+        self.step, self.slip = lattice_step(prog)
         self.done = 0.0               # largest budget whose core was enumerated completely
         # designs feasible within the rows' tolerance have slacks down to −tol: r_i may exceed f − lb by λ·tol
         self.allow = 2 * FEAS_TOL * float(np.where(prog.inequality(), lam, 0.0)
@@ -58,12 +62,17 @@ class CoreSearch:
     @property
     def proven(self) -> bool:
         inc = self.inc
-        return inc.found and inc.ub - max(self.ib.lb, self.bound) <= self.rel_gap * abs(inc.ub)
+        return inc.found and inc.ub - self.lower_bound() <= self.rel_gap * abs(inc.ub)
+
+    @property
+    def excess(self) -> float:
+        """The budget a core needs to hold every design better than the incumbent."""
+        return self.inc.ub - self.step - self.ib.lb
 
     @property
     def covers(self) -> bool:
         """The budget covers the incumbent's excess: the core holds every better design."""
-        return self.inc.found and self.b >= self.inc.ub - self.ib.lb
+        return self.inc.found and self.b >= self.excess
 
     def run(self) -> str:
         """Cores of growing budgets until proven, out of time or stopped: :data:`STOP` or :data:`INFEASIBLE`."""
@@ -72,7 +81,7 @@ class CoreSearch:
             if self.proven or self.deadline.passed():
                 break
             if self.inc.found:
-                self.b = min(self.b, self.inc.ub - ib.lb)
+                self.b = min(self.b, max(self.excess, 0.0))
             r_lo, r_hi = reduced_ranges(prog, ib.Om, ib.ell, ib.n, self.b * (1 + 1e-12) + self.allow + 1e-300)
             whole = bool(np.all(r_lo == prog.lower) and np.all(r_hi == prog.upper))
             free = int(np.sum(r_hi > r_lo))
@@ -167,13 +176,13 @@ class CoreSearch:
         if math.isfinite(res.bound):      # time limit: HiGHS's bound holds over the core
             self.bound = max(self.bound, min(res.bound, self.ib.lb + b))
             if self.covers:
-                self.bound = max(self.bound, min(res.bound, inc.ub))
+                self.bound = max(self.bound, min(res.bound, inc.ub - self.slip))
         return STOP
 
     def after_optimal(self, bnd) -> str:
         self.bound = max(self.bound, min(bnd, self.ib.lb + self.b))
         if self.covers:
-            self.bound = max(self.bound, min(bnd, self.inc.ub))
+            self.bound = max(self.bound, min(bnd, self.inc.ub - self.slip))
             return STOP
         self.grow()
         return NEXT
@@ -186,7 +195,7 @@ class CoreSearch:
         self.bound = max(self.bound, self.ib.lb + self.b)
         if self.covers:
             # nothing better than the incumbent (it lies in the core but only meets the rows within tolerance)
-            self.bound = max(self.bound, self.inc.ub)
+            self.bound = max(self.bound, self.inc.ub - self.slip)
             return STOP
         self.grow()
         if self.b > 1e3 * self.scale:
@@ -195,9 +204,12 @@ class CoreSearch:
 
     def grow(self) -> None:
         b, inc = self.b, self.inc
-        self.b = b * _GROWTH if not inc.found else min(inc.ub - self.ib.lb, b * _GROWTH)
+        self.b = b * _GROWTH if not inc.found else min(max(self.excess, 0.0), b * _GROWTH)
 
     def lower_bound(self) -> float:
         """The block's proven lower bound: the Lagrangian's and the cores' (capped at the incumbent)."""
         lb = self.ib.lb
-        return max(lb, min(self.bound, self.inc.ub)) if self.inc.found else max(lb, self.bound)
+        lb = max(lb, min(self.bound, self.inc.ub)) if self.inc.found else max(lb, self.bound)
+        # every design's cost lies on the objective's lattice, when it has one (.bound.lattice_bound)
+        out = lattice_bound(self.prog, lb)
+        return min(out, self.inc.ub) if self.inc.found else out
