@@ -19,7 +19,7 @@ one feasibility test (:class:`.incumbent.Incumbent`)."""
 
 from __future__ import annotations
 
-import itertools
+import functools
 
 import numpy as np
 
@@ -91,11 +91,17 @@ def repair(prog, n, deadline) -> np.ndarray | None:
     return n if float(np.sum(_terms(prog, n)[1])) <= rhs else None
 
 
+@functools.lru_cache(maxsize=4)
+def _choices(h: int) -> np.ndarray:
+    """The 3^h × h matrix of every choice of one of three columns per row."""
+    return np.indices((3,) * h, dtype=np.int8).reshape(h, -1).T.copy()
+
+
 def _combinations(df, dg):
     """All 3^h choices of one column per row of (h×3) tables: summed objective and row changes, and the
     choices (h-vectors of column indices)."""
     h = df.shape[0]
-    choice = np.array(list(itertools.product(range(3), repeat=h)), dtype=np.int8).reshape(-1, h)
+    choice = _choices(h)
     F = np.zeros(choice.shape[0])
     G = np.zeros(choice.shape[0])
     for t in range(h):
