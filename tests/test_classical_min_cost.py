@@ -112,3 +112,37 @@ def test_lattice_bound_rounds_up_only_on_a_lattice():
     assert lattice_bound(prog, 10.5) <= 10.5 and lattice_bound(prog, 10.5) >= 10.0
     prog = program_of(d.min_cost([0.5, np.pi], variance_target=2000.0))
     assert cost_unit(prog) is None and lattice_bound(prog, 10.01) == 10.01
+
+
+def _generated(k, seed=0, tenths=False):
+    rng = np.random.default_rng(seed)
+    N = np.clip(np.round(rng.lognormal(np.log(3000.0), 1.0, k)), 300, 30000).astype(np.int64)
+    S = 10.0 ** rng.uniform(-1.0, 3.0, k)
+    c = rng.uniform(10.0, 100.0, k)
+    return N, S, (np.round(c, 1) if tenths else c)
+
+
+@pytest.mark.parametrize("frac, tenths", [(0.3, False), (0.1, True)])
+def test_benchmark_instances_within_the_cores_route_bounds(monkeypatch, frac, tenths):
+    """k = 1 000 instances of benchmarks/bench_classical.py: the answer of the one-row route (subset search,
+    lattice bound) lies between the lower bound and the design that the cores route alone (subset search and
+    lattice off, a short time limit) proves with its own machinery."""
+    from dpopt.backends.exact.constrained import block, search
+
+    N, S, c = _generated(1000, tenths=tenths)
+    V = float(np.sum((N * S) ** 2 / np.maximum(frac * N, 1.0)) - np.sum(N * S ** 2))
+    d = StratifiedDesign(N, S ** 2, int(N.sum() // 10), EPS, sensitivity=DELTA, fpc=True)
+    new = d.min_cost(c, variance_target=V).solve(backend="exact", time_limit=30)
+    assert new.status == dpopt.Status.OPTIMAL
+    with monkeypatch.context() as mp:
+        mp.setattr(block, "improve_one_row", lambda *a, **k: None)
+        mp.setattr(search, "lattice_step", lambda prog: (0.0, 0.0))
+        mp.setattr(search, "lattice_bound", lambda prog, lb: lb)
+        old = d.min_cost(c, variance_target=V).solve(backend="exact", time_limit=3)
+    lb_old = old.certificate.lower_bound if old.certificate is not None else old.details["lower_bound"]
+    assert np.isfinite(lb_old) and lb_old <= new.objective * (1 + 1e-12)
+    assert new.objective <= lb_old * (1 + 1e-6)         # and close to it (the cores' bound is near-tight)
+    if old.n is not None:                               # the cores route may find no point in 3 s
+        assert d.min_cost(c, variance_target=V).is_feasible(old.n)
+        assert new.objective <= old.objective * (1 + 1e-12)
+        assert new.certificate.lower_bound <= old.objective * (1 + 1e-12)
