@@ -84,7 +84,10 @@ def solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max_
         # one row: a point within the gap of the bound ends the search before any core is listed (.subset)
         t0 = time.perf_counter()
         had = inc.ub
-        improve_one_row(prog, ib, inc, lattice_bound(prog, ib.lb), rel_gap, deadline)
+        # the bound the certificate will rest on (.search: the Lagrangian bound less its rounding allowance,
+        # rounded up to the objective's cost lattice when it has one)
+        safe = ib.lb - max(4 * ib.margin, 1e-10 * scale)
+        improve_one_row(prog, ib, inc, max(ib.lb, lattice_bound(prog, safe)), rel_gap, deadline)
         if inc.ub < had:
             steps.append(f"one-row repair and subset search: gap {(inc.ub - ib.lb) / abs(inc.ub):.1e} in "
                          f"{time.perf_counter() - t0:.2f} s")

@@ -44,8 +44,15 @@ class CoreSearch:
         # proven lower bound from the cores; from the start, the Lagrangian bound rounded up to the lattice of
         # the objective's costs (costs in cents: every design costs a whole number of cents; .bound)
         self.bound = -math.inf
+        # the part of the bound that rests on dpopt's own safe arithmetic (the Lagrangian bound and complete core
+        # enumerations), never on HiGHS's tolerances: only this part is rounded up to a cost lattice, where an
+        # error of a fraction of a unit would otherwise become a whole unit
+        self.exact = -math.inf
+        # how far a computed reduced-cost sum can be off (rounding over many strata), kept off the lattice
+        self.delta = max(4 * ib.margin, 1e-10 * scale)
         # on a cost lattice, a design better than the incumbent is cheaper by at least this step
-        self.step, self.slip = lattice_step(prog)
+        step, self.slip = lattice_step(prog)
+        self.step = step - 2 * self.delta if step > 2 * self.delta else 0.0
         self.done = 0.0               # largest budget whose core was enumerated completely
         # designs feasible within the rows' tolerance have slacks down to −tol: r_i may exceed f − lb by λ·tol
         self.allow = 2 * FEAS_TOL * float(np.where(prog.inequality(), lam, 0.0)
@@ -108,6 +115,7 @@ class CoreSearch:
         if res.n is not None:
             best_seen = max(best_seen, self.prog.evaluate(res.n.astype(float))[0] - 2 * ib.margin)
         self.bound = max(self.bound, min(ib.lb + b, best_seen))
+        self.exact = max(self.exact, min(ib.lb + b, best_seen))
         self.steps.append(f"enumerated {free} strata{self.by_groups} (budget {b / self.scale:.1e}, {res.peak} "
                           f"partial designs) in {time.perf_counter() - t0:.2f} s"
                           + ("" if math.isfinite(res.excess) else ": nothing within the budget"))
@@ -210,6 +218,10 @@ class CoreSearch:
         """The block's proven lower bound: the Lagrangian's and the cores' (capped at the incumbent)."""
         lb = self.ib.lb
         lb = max(lb, min(self.bound, self.inc.ub)) if self.inc.found else max(lb, self.bound)
-        # every design's cost lies on the objective's lattice, when it has one (.bound.lattice_bound)
-        out = lattice_bound(self.prog, lb)
-        return min(out, self.inc.ub) if self.inc.found else out
+        # every design's cost lies on the objective's lattice, when it has one (.bound.lattice_bound): the safe
+        # part of the bound, less its rounding allowance, rounds up to it
+        safe = max(self.ib.lb, self.exact) - self.delta
+        lat = lattice_bound(self.prog, safe)
+        if lat > safe:
+            lb = max(lb, min(lat, self.inc.ub) if self.inc.found else lat)
+        return lb

@@ -27,9 +27,9 @@ from .incumbent import Incumbent
 from .inner import phi
 
 HALF = 9               # strata per half of a meet-in-the-middle round (3^9 = 19 683 combinations each)
-ROUNDS = 40             # meet-in-the-middle rounds at most
+ROUNDS = 100            # meet-in-the-middle rounds at most
 _REPAIR_PASSES = 60    # greedy repair passes at most (each adds at most one unit per stratum)
-MAX_STALLED = 4        # rounds in a row without a better point before the search gives up (the cores take over)
+MAX_STALLED = 8        # rounds in a row without a better point before the search gives up (the cores take over)
 POOL = 120             # near-ties a stalled round draws from
 USE_ALLOWANCE = 0.999  # share of the feasibility test's allowance the subset search may use
 
