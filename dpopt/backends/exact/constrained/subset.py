@@ -27,9 +27,11 @@ from .incumbent import Incumbent
 from .inner import phi
 
 HALF = 9               # strata per half of a meet-in-the-middle round (3^9 = 19 683 combinations each)
-ROUNDS = 100            # meet-in-the-middle rounds at most
+ROUNDS = 200            # meet-in-the-middle rounds at most
 _REPAIR_PASSES = 60    # greedy repair passes at most (each adds at most one unit per stratum)
-MAX_STALLED = 8        # rounds in a row without a better point before the search gives up (the cores take over)
+MAX_STALLED = 30       # rounds in a row without a better point before the search gives up (the cores take over)
+MAX_STALLED_FAR = 8    # the same when the gap is still above NEAR·rel_gap (the optimum is likely not near the bound)
+NEAR = 1e3
 POOL = 120             # near-ties a stalled round draws from
 USE_ALLOWANCE = 0.999  # share of the feasibility test's allowance the subset search may use
 
@@ -126,7 +128,10 @@ def improve(prog, ib, inc: Incumbent, lb: float, rel_gap: float, deadline) -> No
     stalled = 0
     rng = np.random.default_rng(0)
     for _ in range(ROUNDS):
-        if inc.ub - lb <= rel_gap * abs(inc.ub) or deadline.passed() or stalled >= MAX_STALLED:
+        # near the bound (a few lattice units, say) stalled rounds are worth more tries than far from it
+        near = inc.ub - lb <= NEAR * rel_gap * abs(inc.ub)
+        if inc.ub - lb <= rel_gap * abs(inc.ub) or deadline.passed() \
+                or stalled >= (MAX_STALLED if near else MAX_STALLED_FAR):
             return
         n = inc.n
         ranked = _near_ties(prog, ib, n)
