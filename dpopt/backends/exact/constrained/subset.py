@@ -14,8 +14,11 @@ Steps, each bounded: (1) from n_λ, a greedy repair adds the cheapest variance p
 row holds; (2) rounds of meet-in-the-middle over the ``2·half`` strata whose ±1 moves cost least: each half's
 3^half combinations of {−1, 0, +1} are listed with their objective and row changes, one half sorted by row
 change with the running minimum of its objective change, and for every combination of the other half the best
-partner that keeps the row within its right-hand side is found by binary search. Every point is checked by the
-one feasibility test (:class:`.incumbent.Incumbent`)."""
+partner that keeps the row within its right-hand side is found by binary search. A round that finds nothing
+better draws half its strata from the next POOL near-ties (seeded: a solve is reproducible); the search gives
+up after MAX_STALLED such rounds in a row (MAX_STALLED_FAR while the gap is above NEAR·rel_gap, where the
+optimum is likely not near the bound and the cores are the faster proof). Every point is checked by the one
+feasibility test (:class:`.incumbent.Incumbent`)."""
 
 from __future__ import annotations
 
