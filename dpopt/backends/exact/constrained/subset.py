@@ -16,7 +16,7 @@ row holds; (2) rounds of meet-in-the-middle over the ``2·half`` strata whose ±
 change with the running minimum of its objective change, and for every combination of the other half the best
 partner that keeps the row within its right-hand side is found by binary search. A round that finds nothing
 better draws half its strata from the next POOL near-ties (seeded: a solve is reproducible); the search gives
-up after MAX_STALLED such rounds in a row (MAX_STALLED_FAR while the gap is above NEAR·rel_gap, where the
+up after MAX_STALLED such rounds in a row (MAX_STALLED_FAR while the gap is above NEAR·rel_gap = 1e-7 by default, where the
 optimum is likely not near the bound and the cores are the faster proof). Every point is checked by the one
 feasibility test (:class:`.incumbent.Incumbent`)."""
 
@@ -34,7 +34,7 @@ ROUNDS = 200            # meet-in-the-middle rounds at most
 _REPAIR_PASSES = 60    # greedy repair passes at most (each adds at most one unit per stratum)
 MAX_STALLED = 30       # rounds in a row without a better point before the search gives up (the cores take over)
 MAX_STALLED_FAR = 8    # the same when the gap is still above NEAR·rel_gap (the optimum is likely not near the bound)
-NEAR = 1e3
+NEAR = 1e2
 POOL = 120             # near-ties a stalled round draws from
 USE_ALLOWANCE = 0.999  # share of the feasibility test's allowance the subset search may use
 
