@@ -23,6 +23,7 @@ from .linked import enumerate_linked, linked_groups
 START_BUDGET = 1e-9      # first reduced-cost budget, relative to the Lagrangian bound
 _ENUM_SLOW = 0.25         # seconds: a core enumeration slower than this hands the following cores to HiGHS
 _GROWTH = 2.0             # budget growth between core MILPs
+COARSE_STEP = 1e-6        # a cost lattice step (relative to the objective) HiGHS's bound may be read against
 
 NEXT, STOP, MILP, INFEASIBLE = "next", "stop", "milp", "infeasible"     # what the budget loop does next
 
@@ -172,11 +173,25 @@ class CoreSearch:
         # points are then checked against the rows by feasible()
         milp = secant_milp(self.prog, r_lo, r_hi, anchor=self.x, obj_scale=max(sc, 1e-300) * 1e-6,
                            relax_rows=True)
+        # on a coarse cost lattice (a step far above HiGHS's tolerances) HiGHS may stop once its bound is within
+        # step/2 of its best point p: nothing in the core is then cheaper than p − step, i.e. (lattice) nothing
+        # in it is cheaper than p at all, up to the lattice's representation error
+        coarse = self.step > 0 and self.step >= COARSE_STEP * sc
+        abs_gap = 0.5 * self.step / milp.obj_scale if coarse else 0.0
         t0 = time.perf_counter()
-        res = highs_solve(milp, self.rel_gap * 0.25, 0.0, self.deadline.left(), self.verbose, start=start)
+        res = highs_solve(milp, self.rel_gap * 0.25, abs_gap, self.deadline.left(), self.verbose, start=start)
         self.steps.append(f"HiGHS on {free} strata, {size} segments (budget {b / self.scale:.1e}): {res.text} "
                           f"in {time.perf_counter() - t0:.2f} s")
         inc.offer(res.n)
+        if coarse and inc.found and math.isfinite(res.bound) and res.bound > inc.ub - self.step \
+                and res.status != "infeasible":
+            # the core holds nothing cheaper than inc.ub − slip; outside it, nothing below lb + b
+            self.bound = max(self.bound, min(inc.ub - self.slip, self.ib.lb + b))
+            if self.covers:
+                self.bound = max(self.bound, inc.ub - self.slip)
+                return STOP
+            self.grow()
+            return NEXT
         if res.status == "optimal":
             return self.after_optimal(res.bound)
         if res.status == "infeasible":
