@@ -27,4 +27,5 @@ def interleaved(fn_a, fn_b, pairs: int = 5) -> dict:
         tb.append(t_b)
         ratios.append(t_a / t_b)
     return {"ratio_median": statistics.median(ratios), "ratio_min": min(ratios),
-            "a_median": statistics.median(ta), "b_median": statistics.median(tb), "a": out_a, "b": out_b}
+            "a_median": statistics.median(ta), "b_median": statistics.median(tb), "a": out_a, "b": out_b,
+            "a_times": ta, "b_times": tb}

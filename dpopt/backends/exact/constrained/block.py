@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ....formulations.separable import secant_milp
-from .bound import IntegerBound, integer_bound
+from .bound import IntegerBound, integer_bound, lattice_bound
 from .box import BOX_POINTS, box, enumerate_box
 from .cores import DEFAULT_MAX_STATES
 from .dual import DualResult, solve_dual
@@ -21,6 +21,7 @@ from .fixing import window as window_of
 from .highs_milp import highs_solve, lp_multipliers
 from .incumbent import Incumbent
 from .search import INFEASIBLE, CoreSearch
+from .subset import improve as improve_one_row
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,17 @@ def solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max_
     if not convex:
         _window_search(prog, res.x, ib.n, window, scale, inc, steps, deadline, rel_gap, max_cols, verbose)
         return dataclasses.replace(base, n=inc.n, ub=inc.ub, timed_out=deadline.passed(), steps=tuple(steps))
+    if resume is None:
+        # one row: a point within the gap of the bound ends the search before any core is listed (.subset)
+        t0 = time.perf_counter()
+        had = inc.ub
+        # the bound the certificate will rest on (.search: the Lagrangian bound less its rounding allowance,
+        # rounded up to the objective's cost lattice when it has one)
+        safe = ib.lb - max(4 * ib.margin, 1e-10 * scale)
+        improve_one_row(prog, ib, inc, max(ib.lb, lattice_bound(prog, safe)), rel_gap, deadline)
+        if inc.ub < had:
+            steps.append(f"one-row repair and subset search: gap {(inc.ub - ib.lb) / abs(inc.ub):.1e} in "
+                         f"{time.perf_counter() - t0:.2f} s")
     # without a design yet, the cores get 80 % of the time left: a search stopped by the limit still returns
     # a point, from the secant MILP on a window around the relaxation in the last 20 % (a solve that finishes
     # in time never runs it)

@@ -66,3 +66,64 @@ def _flat_safe_minimiser(prog, Om, ell):
         best = np.where(better, c, best)
         val = np.where(better, pc, val)
     return best, val
+
+
+LATTICE_DIGITS = 6        # decimals tried when looking for the objective's cost unit (costs like 19.6 → 0.1)
+
+
+def cost_unit(prog) -> tuple[float, np.ndarray] | None:
+    """(u, m): the objective is linear, Σ a_i n_i with every a_i = u·m_i for integers m_i ≥ 1 up to float
+    representation (|a_i − u·m_i| ≤ 1e-12·a_i), and u the largest such unit of the form g·10^−d; else None."""
+    obj = prog.objective
+    if obj.W is not None and np.any(obj.W != 0) or obj.a is None or prog.const != 0:
+        return None
+    a = np.asarray(obj.a, dtype=float)
+    if a.size == 0 or not np.all(np.isfinite(a)) or np.any(a <= 0) or np.max(a) > 2.0 ** 40:
+        return None
+    for d in range(LATTICE_DIGITS + 1):
+        s = a * 10.0 ** d
+        m = np.round(s)
+        if np.all(np.abs(s - m) <= 1e-12 * s) and np.all(m >= 1):
+            g = int(np.gcd.reduce(m.astype(np.int64)))
+            return g / 10.0 ** d, m / g
+    return None
+
+
+def _representation_error(prog, u, m) -> float:
+    """E ≥ Σ_i |a_i − u·m_i|·hi_i: how far a design's cost can be from its lattice value u·Σ m_i n_i."""
+    a = np.asarray(prog.objective.a, dtype=float)
+    eps = np.finfo(float).eps
+    return float(np.sum((np.abs(a - u * m) + 4 * eps * a) * prog.upper.astype(float))) * (1 + 1e-6)
+
+
+def lattice_step(prog) -> tuple[float, float]:
+    """(step, slip) on a cost lattice (:func:`lattice_bound`), else (0, 0): a design that costs less than the
+    incumbent ub at all costs at most ub − step (step = u − 2E, less a margin), and one that costs more than ub − step costs
+    at least ub − slip (slip = 2E)."""
+    found = cost_unit(prog)
+    if found is None:
+        return 0.0, 0.0
+    u, m = found
+    slip = 2 * _representation_error(prog, u, m)
+    # a margin of 1e-6·u keeps the core's bound lb + budget clear of the lattice point below ub, where
+    # lattice_bound's rounding-down margins would otherwise leave it
+    step = u * (1 - 1e-6) - slip
+    return (step, slip) if step > 0 else (0.0, 0.0)
+
+
+def lattice_bound(prog, lb: float) -> float:
+    """A lower bound at least ``lb`` using that every design's cost lies on the lattice u·ℤ (:func:`cost_unit`):
+    with E ≥ Σ_i |a_i − u·m_i|·hi_i the representation error over the box, every design has
+    u·Σ m_i n_i ≥ lb − E, hence u·Σ m_i n_i ≥ u·⌈(lb − E)/u⌉ and a·n ≥ u·⌈(lb − E)/u⌉ − E (docs/constrained.md,
+    "Costs on a lattice"). Returns ``lb`` when the objective is not such a cost or the bound is not finite."""
+    found = cost_unit(prog)
+    if found is None or not math.isfinite(lb):
+        return lb
+    u, m = found
+    eps = np.finfo(float).eps
+    E = _representation_error(prog, u, m)
+    q = (lb - E) / u
+    q = q - 4 * eps * abs(q) - 1e-9                 # the quotient rounded down, never up past an integer
+    up = u * math.ceil(q)
+    out = up - E - 8 * eps * abs(up)
+    return max(lb, out)

@@ -13,7 +13,7 @@ import numpy as np
 
 from ....formulations.separable import secant_milp
 from ....progress import BoundProgress
-from .bound import IntegerBound
+from .bound import IntegerBound, lattice_bound, lattice_step
 from .checks import FEAS_TOL
 from .cores import enumerate_core
 from .fixing import reduced_ranges
@@ -24,6 +24,7 @@ from .linked import enumerate_linked, linked_groups
 START_BUDGET = 1e-9      # first reduced-cost budget, relative to the Lagrangian bound
 _ENUM_SLOW = 0.25         # seconds: a core enumeration slower than this hands the following cores to HiGHS
 _GROWTH = 2.0             # budget growth between core MILPs
+COARSE_STEP = 1e-6        # a cost lattice step (relative to the objective) HiGHS's bound may be read against
 
 NEXT, STOP, MILP, INFEASIBLE = "next", "stop", "milp", "infeasible"     # what the budget loop does next
 
@@ -42,7 +43,18 @@ class CoreSearch:
         # Every feasible n has f(n) = lb + Σ r_i(n_i) + λ·slack ≥ lb + r_i(n_i). Budgets start small (fast,
         # tight cores) and grow.
         self.b = START_BUDGET * scale
-        self.bound = -math.inf        # proven lower bound from the cores
+        # proven lower bound from the cores; from the start, the Lagrangian bound rounded up to the lattice of
+        # the objective's costs (costs in cents: every design costs a whole number of cents; .bound)
+        self.bound = -math.inf
+        # the part of the bound that rests on dpopt's own safe arithmetic (the Lagrangian bound and complete core
+        # enumerations), never on HiGHS's tolerances: only this part is rounded up to a cost lattice, where an
+        # error of a fraction of a unit would otherwise become a whole unit
+        self.exact = -math.inf
+        # how far a computed reduced-cost sum can be off (rounding over many strata), kept off the lattice
+        self.delta = max(4 * ib.margin, 1e-10 * scale)
+        # on a cost lattice, a design better than the incumbent is cheaper by at least this step
+        step, self.slip = lattice_step(prog)
+        self.step = step - 2 * self.delta if step > 2 * self.delta else 0.0
         self.done = 0.0               # largest budget whose core was enumerated completely
         # designs feasible within the rows' tolerance have slacks down to −tol: r_i may exceed f − lb by λ·tol
         self.allow = 2 * FEAS_TOL * float(np.where(prog.inequality(), lam, 0.0)
@@ -60,12 +72,17 @@ class CoreSearch:
     @property
     def proven(self) -> bool:
         inc = self.inc
-        return inc.found and inc.ub - max(self.ib.lb, self.bound) <= self.rel_gap * abs(inc.ub)
+        return inc.found and inc.ub - self.lower_bound() <= self.rel_gap * abs(inc.ub)
+
+    @property
+    def excess(self) -> float:
+        """The budget a core needs to hold every design better than the incumbent."""
+        return self.inc.ub - self.step - self.ib.lb
 
     @property
     def covers(self) -> bool:
         """The budget covers the incumbent's excess: the core holds every better design."""
-        return self.inc.found and self.b >= self.inc.ub - self.ib.lb
+        return self.inc.found and self.b >= self.excess
 
     def run(self) -> str:
         """Cores of growing budgets until proven, out of time or stopped: :data:`STOP` or :data:`INFEASIBLE`."""
@@ -75,7 +92,7 @@ class CoreSearch:
             if self.proven or self.deadline.passed():
                 break
             if self.inc.found:
-                self.b = min(self.b, self.inc.ub - ib.lb)
+                self.b = min(self.b, max(self.excess, 0.0))
             r_lo, r_hi = reduced_ranges(prog, ib.Om, ib.ell, ib.n, self.b * (1 + 1e-12) + self.allow + 1e-300)
             whole = bool(np.all(r_lo == prog.lower) and np.all(r_hi == prog.upper))
             free = int(np.sum(r_hi > r_lo))
@@ -102,6 +119,7 @@ class CoreSearch:
         if res.n is not None:
             best_seen = max(best_seen, self.prog.evaluate(res.n.astype(float))[0] - 2 * ib.margin)
         self.bound = max(self.bound, min(ib.lb + b, best_seen))
+        self.exact = max(self.exact, min(ib.lb + b, best_seen))
         self.steps.append(f"enumerated {free} strata{self.by_groups} (budget {b / self.scale:.1e}, {res.peak} "
                           f"partial designs) in {time.perf_counter() - t0:.2f} s"
                           + ("" if math.isfinite(res.excess) else ": nothing within the budget"))
@@ -162,12 +180,26 @@ class CoreSearch:
         # points are then checked against the rows by feasible()
         milp = secant_milp(self.prog, r_lo, r_hi, anchor=self.x, obj_scale=max(sc, 1e-300) * 1e-6,
                            relax_rows=True)
+        # on a coarse cost lattice (a step far above HiGHS's tolerances) HiGHS may stop once its bound is within
+        # step/2 of its best point p: nothing in the core is then cheaper than p − step, i.e. (lattice) nothing
+        # in it is cheaper than p at all, up to the lattice's representation error
+        coarse = self.step > 0 and self.step >= COARSE_STEP * sc
+        abs_gap = 0.5 * self.step / milp.obj_scale if coarse else 0.0
         t0 = time.perf_counter()
-        res = highs_solve(milp, self.rel_gap * 0.25, 0.0, self.deadline.left(), self.verbose, start=start,
+        res = highs_solve(milp, self.rel_gap * 0.25, abs_gap, self.deadline.left(), self.verbose, start=start,
                           report=self.report_highs)
         self.steps.append(f"HiGHS on {free} strata, {size} segments (budget {b / self.scale:.1e}): {res.text} "
                           f"in {time.perf_counter() - t0:.2f} s")
         inc.offer(res.n)
+        if coarse and inc.found and math.isfinite(res.bound) and res.bound > inc.ub - self.step \
+                and res.status != "infeasible":
+            # the core holds nothing cheaper than inc.ub − slip; outside it, nothing below lb + b
+            self.bound = max(self.bound, min(inc.ub - self.slip, self.ib.lb + b))
+            if self.covers:
+                self.bound = max(self.bound, inc.ub - self.slip)
+                return STOP
+            self.grow()
+            return NEXT
         if res.status == "optimal":
             return self.after_optimal(res.bound)
         if res.status == "infeasible":
@@ -175,7 +207,7 @@ class CoreSearch:
         if math.isfinite(res.bound):      # time limit: HiGHS's bound holds over the core
             self.bound = max(self.bound, min(res.bound, self.ib.lb + b))
             if self.covers:
-                self.bound = max(self.bound, min(res.bound, inc.ub))
+                self.bound = max(self.bound, min(res.bound, inc.ub - self.slip))
         return STOP
 
     def report_highs(self, primal, dual) -> None:
@@ -185,7 +217,7 @@ class CoreSearch:
     def after_optimal(self, bnd) -> str:
         self.bound = max(self.bound, min(bnd, self.ib.lb + self.b))
         if self.covers:
-            self.bound = max(self.bound, min(bnd, self.inc.ub))
+            self.bound = max(self.bound, min(bnd, self.inc.ub - self.slip))
             return STOP
         self.grow()
         return NEXT
@@ -198,7 +230,7 @@ class CoreSearch:
         self.bound = max(self.bound, self.ib.lb + self.b)
         if self.covers:
             # nothing better than the incumbent (it lies in the core but only meets the rows within tolerance)
-            self.bound = max(self.bound, self.inc.ub)
+            self.bound = max(self.bound, self.inc.ub - self.slip)
             return STOP
         self.grow()
         if self.b > 1e3 * self.scale:
@@ -207,9 +239,16 @@ class CoreSearch:
 
     def grow(self) -> None:
         b, inc = self.b, self.inc
-        self.b = b * _GROWTH if not inc.found else min(inc.ub - self.ib.lb, b * _GROWTH)
+        self.b = b * _GROWTH if not inc.found else min(max(self.excess, 0.0), b * _GROWTH)
 
     def lower_bound(self) -> float:
         """The block's proven lower bound: the Lagrangian's and the cores' (capped at the incumbent)."""
         lb = self.ib.lb
-        return max(lb, min(self.bound, self.inc.ub)) if self.inc.found else max(lb, self.bound)
+        lb = max(lb, min(self.bound, self.inc.ub)) if self.inc.found else max(lb, self.bound)
+        # every design's cost lies on the objective's lattice, when it has one (.bound.lattice_bound): the safe
+        # part of the bound, less its rounding allowance, rounds up to it
+        safe = max(self.ib.lb, self.exact) - self.delta
+        lat = lattice_bound(self.prog, safe)
+        if lat > safe:
+            lb = max(lb, min(lat, self.inc.ub) if self.inc.found else lat)
+        return lb
