@@ -106,7 +106,8 @@ class ControlledPrecisionDesign(DesignDelegate, Model):
             with np.errstate(over="ignore"):
                 finite = bool(np.all(np.isfinite(out * out)))
             if not finite:
-                raise ValueError("rho must be finite when squared (rho² overflows); rescale it")
+                raise ValueError(f"rho must be finite when squared (rho² overflows at domain {self._first_overflow(out)!r}); "
+                                 "rescale it")
             return out
         t = V.positive_vector("totals", self._by_domain("totals", totals, D), length=D)
         kappa = (np.ones(D) if priorities is None
@@ -115,8 +116,13 @@ class ControlledPrecisionDesign(DesignDelegate, Model):
         with np.errstate(over="ignore"):
             finite = bool(np.all(np.isfinite(out * out)))
         if not finite:
-            raise ValueError("totals·sqrt(priorities) must be finite when squared (rho² overflows); rescale the totals")
+            raise ValueError("totals·sqrt(priorities) must be finite when squared (rho² overflows at domain "
+                             f"{self._first_overflow(out)!r}); rescale the totals")
         return out
+
+    def _first_overflow(self, rho) -> str:
+        with np.errstate(over="ignore"):
+            return self.domain_names[int(np.argmax(~np.isfinite(rho * rho)))]
 
     def _by_domain(self, field, values, D):
         if isinstance(values, Mapping):
@@ -128,7 +134,8 @@ class ControlledPrecisionDesign(DesignDelegate, Model):
             if missing:
                 raise ValueError(f"{field}: no value for domain(s) {', '.join(map(repr, missing[:5]))}")
             by = {str(k): v for k, v in values.items()}
-            return [by[nm] for nm in self.domain_names]
+            # each value checked on its own, so an error names the domain it belongs to
+            return [V.positive(f"{field}[{nm!r}]", by[nm]) for nm in self.domain_names]
         if np.ndim(values) == 0:
             raise TypeError(f"{field} must have one value per domain ({D}), got a scalar")
         return values
