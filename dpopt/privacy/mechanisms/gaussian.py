@@ -58,18 +58,10 @@ def _variance_derivative(eps, mu, sens, order, log_d1=None, log_d2=None):
     G_εε = −e^ε Φ(b) + φ(a)/μ − δ_nom'' (using e^ε φ(b) = φ(a)); μ' = −G_ε/G_μ and
     μ'' = −(G_εε + 2 G_εμ μ' + G_μμ μ'²)/G_μ. Everything is divided by φ(a) in log space. ``log_d1``, ``log_d2``:
     log δ_nom' and log δ_nom'' (None at a fixed δ)."""
-    a = mu / 2.0 - eps / mu
-    b = -mu / 2.0 - eps / mu
-    lpa = _log_phi(a)
-    with np.errstate(over="ignore"):
-        r = np.exp(eps + log_ndtr(b) - lpa)                    # e^ε Φ(b)/φ(a)
-        p1 = 0.0 if log_d1 is None else np.exp(log_d1 - lpa)
-        p2 = 0.0 if log_d2 is None else np.exp(log_d2 - lpa)
-    m1 = r + p1
+    m1, m2 = _mu_derivatives(eps, mu, log_d1, log_d2)
     d = sens * sens
     if order == 1:
         return -2.0 * d * m1 / mu ** 3
-    m2 = -(-r + 1.0 / mu - p2 + 2.0 * (a / mu) * m1 - a * (0.5 + eps / mu ** 2) * m1 * m1)
     return d * (6.0 * m1 * m1 / mu ** 4 - 2.0 * m2 / mu ** 3)
 
 
