@@ -100,6 +100,11 @@ def new_highs(verbose: bool = False):
     return h
 
 
+#: seconds past time_limit after which a HiGHS MIP that HiGHS has not stopped is stopped from outside (the exact
+#: route's own HiGHS and Pyomo's appsi_highs both read it)
+HARD_DEADLINE_GRACE = 0.5
+
+
 def arm_deadline(h, time_limit, grace: float, report=None) -> list:
     """Make ``time_limit`` a hard deadline for the HiGHS object ``h``: HiGHS's own limit can be overrun (seen:
     minutes in its node queue), so a MIP callback interrupts it from outside once ``time_limit`` plus

@@ -40,7 +40,7 @@ from ..._validate import InvalidOption
 from ...options import DEFAULT_TIME_LIMIT, time_limit_or_default  # noqa: F401  (DEFAULT_TIME_LIMIT: re-exported)
 from ...result import Status
 from .. import _status
-from .._highs import absorb_highs_banner, arm_deadline, check_threads, new_highs, prepare_threads
+from .._highs import HARD_DEADLINE_GRACE, absorb_highs_banner, arm_deadline, check_threads, new_highs, prepare_threads
 from .._output import descriptor_output
 
 #: dpopt's solver names → Pyomo factory names. The only solver names the pyomo backends accept.
@@ -303,9 +303,6 @@ def run(opt, key: str, m, options: dict, verbose: bool):
             var.set_value(None, skip_validation=True)
     return status_of(tc, has_point), tc, results, has_point
 
-
-#: seconds past time_limit after which a HiGHS MIP under Pyomo that HiGHS has not stopped is stopped from outside
-HARD_DEADLINE_GRACE = 0.5
 
 
 def _hard_deadline(opt, m, time_limit) -> None:

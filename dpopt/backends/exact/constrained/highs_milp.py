@@ -10,11 +10,8 @@ import numpy as np
 
 from ....feasibility import FEASIBILITY_TOL
 from ....formulations.separable import secant_milp
-from ..._highs import arm_deadline, new_highs
+from ..._highs import HARD_DEADLINE_GRACE, arm_deadline, new_highs
 from ..._status import status_of
-
-#: seconds past time_limit after which a MIP that HiGHS has not stopped is stopped from outside
-HARD_DEADLINE_GRACE = 0.5
 
 
 @dataclass(frozen=True)
