@@ -304,6 +304,31 @@ def ranges(model_or_program) -> tuple[np.ndarray, np.ndarray]:
 
 
 # ---------------------------------------------------------------------------------- secant MILP
+def _segment_starts(lo, hi, free, segments):
+    """(owner, v): for each written segment, its stratum's position in ``free`` and its start v (float)."""
+    if segments is None:
+        sizes = (hi[free] - lo[free]).astype(np.int64)
+        owner = np.repeat(np.arange(free.size), sizes)
+        starts = np.cumsum(sizes) - sizes
+        return owner, (lo[free][owner] + np.arange(owner.size) - starts[owner]).astype(float)
+    picks = [np.unique(np.clip(np.fromiter(segments[h], dtype=np.int64), lo[h], hi[h] - 1)) for h in free]
+    sizes = np.array([p.size for p in picks], dtype=np.int64)
+    owner = np.repeat(np.arange(free.size), sizes)
+    v = np.concatenate(picks).astype(float) if picks else np.zeros(0)
+    return owner, v
+
+
+def segments_missing(segments: list, n: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[int]:
+    """Strata whose written secants are not exact at the integer n_h: neither the segment starting at n_h
+    nor the one at n_h − 1 is in the set ``segments[h]`` (a stratum fixed by its bounds is always exact)."""
+    out = []
+    for h in np.flatnonzero(lo < hi):
+        a, b = min(int(n[h]), int(hi[h]) - 1), max(int(n[h]) - 1, int(lo[h]))
+        if a not in segments[h] and b not in segments[h]:
+            out.append(int(h))
+    return out
+
+
 @dataclass
 class SecantMILP:
     """``min c·v + offset`` s.t. ``row_lo ≤ A v ≤ row_hi``, ``col_lo ≤ v ≤ col_hi``, v[:k] integer.
@@ -359,7 +384,8 @@ class SecantMILP:
 
 
 def secant_milp(prog: SeparableProgram, lo: np.ndarray, hi: np.ndarray, anchor: np.ndarray | None = None,
-                obj_scale: float = 1.0, row_tighten: float = 0.0, relax_rows: bool = False) -> SecantMILP:
+                obj_scale: float = 1.0, row_tighten: float = 0.0, relax_rows: bool = False,
+                segments: list | None = None) -> SecantMILP:
     """The program restricted to ``lo ≤ n ≤ hi`` as an exact MILP with integer secant cuts.
 
     A discretely convex f on the integers [a, b] equals max over segments v = a..b−1 of its secants
@@ -370,6 +396,10 @@ def secant_milp(prog: SeparableProgram, lo: np.ndarray, hi: np.ndarray, anchor: 
     within its feasibility tolerance satisfy the true rows. ``relax_rows`` writes every row at
     rhs + :meth:`SeparableProgram.allowance` (equalities as rhs ± allowance), so that the MILP's bound and
     infeasibility proof cover every design the feasibility test accepts.
+
+    ``segments`` (one set of integers per stratum) writes only the secants of the segments [v, v + 1] starting
+    at those v, clipped to [lo, hi − 1]. Each secant is ≤ f at every integer, so fewer of them make a relaxation
+    whose value at n is exact when a segment starting at n or n − 1 is written (:func:`segments_missing`).
     """
     k = prog.k
     lo = np.asarray(lo, dtype=np.int64)
@@ -408,11 +438,8 @@ def secant_milp(prog: SeparableProgram, lo: np.ndarray, hi: np.ndarray, anchor: 
                 d_a0 = np.sum(row.W[free] * prog.increment_matrix(a0, free), axis=1)
                 lin[free] += d_a0
                 const += float(np.sum(f_a0 - d_a0 * a0))
-                sizes = (hi[free] - lo[free]).astype(np.int64)
-                owner = np.repeat(np.arange(free.size), sizes)          # position in `free` of each segment
+                owner, v = _segment_starts(lo, hi, free, segments)   # owner: position in `free` of each
                 ii = free[owner]
-                starts = np.cumsum(sizes) - sizes
-                v = (lo[ii] + np.arange(owner.size) - starts[owner]).astype(float)
                 f_v = np.sum(row.W[ii] * prog.unit_matrix(v, ii), axis=1)
                 d_v = np.sum(row.W[ii] * prog.increment_matrix(v, ii), axis=1)
                 # remainder r(n) = f(n) − [f(a0) + d(a0)(n − a0)] ≥ 0 (convex, zero at a0 and a0 + 1)

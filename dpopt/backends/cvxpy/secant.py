@@ -9,7 +9,7 @@ import numpy as np
 
 from ...result import Solution, Status
 from .. import _status
-from .._secant import _CVXPY_SOLVERS, _finish, _prepare
+from .._secant import _CVXPY_SOLVERS, _prepare, solve_outer
 from .._status import status_of
 from .._highs import absorb_highs_banner
 
@@ -20,10 +20,14 @@ def solve_cvxpy(model, **options) -> Solution:
     prep, early = _prepare(model, options, _CVXPY_SOLVERS)
     if early is not None:
         return early
+    return solve_outer(model, prep, lambda milp, deadline: _solve_once(milp, prep, deadline), t0)
+
+
+def _solve_once(milp, prep, deadline):
+    """One MILP of the outer loop through cvxpy: (status word, n, bound, termination, message) or a Solution."""
     import cvxpy as cp
     import scipy.sparse as sp
 
-    milp = prep["milp"]
     R, C, Vv, rlo, rhi = milp.to_coo()
     ncol = milp.c.size
     A = sp.csr_matrix((Vv, (R, C)), shape=(rlo.size, ncol))
@@ -44,7 +48,7 @@ def solve_cvxpy(model, **options) -> Solution:
         cons.append(Av[np.flatnonzero(hi_f & ~eq)] <= rhi[hi_f & ~eq])
     prob = cp.Problem(cp.Minimize(milp.c @ v + milp.offset), cons)
     key = prep["solver"]
-    left = max(prep["time_limit"] - (time.perf_counter() - t0), 1e-3)
+    left = max(deadline - time.perf_counter(), 1e-3)
     kw = ({"scip_params": {"limits/time": left, "limits/gap": prep["gap"], **prep["solver_options"]}}
           if key == "scip" else {"time_limit": left, "mip_rel_gap": prep["gap"], **prep["solver_options"]})
     try:
@@ -60,4 +64,4 @@ def solve_cvxpy(model, **options) -> Solution:
     bound = prob.value * milp.obj_scale if word == "optimal" and prob.value is not None else -math.inf
     if word == "optimal":
         bound -= prep["gap"] * abs(bound)       # the solver's own stopping gap
-    return _finish(model, prep, word, pt, bound, key, t0, f"cvxpy status {st}", termination=str(st))
+    return word, pt, bound, str(st), f"cvxpy status {st}"

@@ -11,11 +11,9 @@ import numpy as np
 from ...feasibility import FEASIBILITY_TOL
 from ...result import Solution, Status
 from .. import _status
-from .._secant import _PYOMO_SOLVERS, _finish, _prepare
+from .._secant import _PYOMO_SOLVERS, _prepare, solve_outer
 from . import _solver as PY
 
-
-#: a constant row (every stratum in it fixed by its bounds) holds within this, relative to its right-hand side
 
 
 def solve_pyomo(model, **options) -> Solution:
@@ -24,9 +22,17 @@ def solve_pyomo(model, **options) -> Solution:
     prep, early = _prepare(model, options, _PYOMO_SOLVERS)
     if early is not None:
         return early
+    key = prep["solver"]
+    opt, why = PY.open_solver(key)          # the one allow-list: never a caller's string
+    if opt is None:
+        return Solution(status=Status.UNSUPPORTED, solver=key, message=why)
+    return solve_outer(model, prep, lambda milp, deadline: _solve_once(milp, prep, opt, deadline, t0), t0)
+
+
+def _solve_once(milp, prep, opt, deadline, t0):
+    """One MILP of the outer loop through Pyomo: (status word, n, bound, termination, message) or a Solution."""
     import pyomo.environ as pe
 
-    milp = prep["milp"]
     R, C, Vv, rlo, rhi = milp.to_coo()
     ncol = milp.c.size
     m = pe.ConcreteModel()
@@ -59,17 +65,14 @@ def solve_pyomo(model, **options) -> Solution:
                    else (expr == lo_r if lo_r is not None and lo_r == hi_r else
                          (expr >= lo_r if lo_r is not None else expr <= hi_r)))
     key = prep["solver"]
-    opt, why = PY.open_solver(key)          # the one allow-list: never a caller's string
-    if opt is None:
-        return Solution(status=Status.UNSUPPORTED, solver=key, message=why)
-    left = max(prep["time_limit"] - (time.perf_counter() - t0), 1e-3)
+    left = max(deadline - time.perf_counter(), 1e-3)      # what the build left
     opts = ({"limits/time": left, "timing/clocktype": 2, "limits/gap": prep["gap"]} if key == "scip"
             else {"time_limit": left, "mip_rel_gap": prep["gap"]})
     opts.update(prep["solver_options"])          # passed straight through, as on every Pyomo route
     # solver output straight to the descriptors (no pipe to dead-lock); an interrupt raises KeyboardInterrupt
     status, tc, res, has_point = PY.run(opt, key, m, opts, prep["verbose"])
     n = np.array([round(pe.value(m.v[j])) for j in range(milp.k)], dtype=np.int64) if has_point else None
-    word = status.value        # PY.run read the one Pyomo map (backends/_status.py)
     lb = PY.lower_bound(res)
     bound = lb * milp.obj_scale if math.isfinite(lb) else -math.inf
-    return _finish(model, prep, word, n, bound, key, t0, f"termination {tc}", termination=_status.word(tc))
+    # status.value: PY.run read the one Pyomo map (backends/_status.py)
+    return status.value, n, bound, _status.word(tc), f"termination {tc}"
