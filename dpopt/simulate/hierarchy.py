@@ -25,15 +25,20 @@ BATCH_ELEMENTS = 8_000_000
 
 class _Layout:
     """The children of one level grouped by parent, from the tree's structure alone (computed once per tree
-    level, not per trial): ``order`` puts children in parent order (None when they already are), groups
+    level, not per trial): ``order`` puts children in parent order (None when they already are; ``inverse``
+    puts them back, so both moves are a contiguous ``np.take``), groups
     ``present`` (parent ids with a child) start at ``first`` with ``counts`` members, and ``seg`` gives each
     child (in that order) its group's position."""
 
-    __slots__ = ("order", "present", "counts", "first", "seg", "longest")
+    __slots__ = ("order", "inverse", "present", "counts", "first", "seg", "longest")
 
     def __init__(self, parent: np.ndarray, n_parents: int):
         parent = np.asarray(parent, dtype=np.int64)
-        self.order = None if bool(np.all(parent[1:] >= parent[:-1])) else np.argsort(parent, kind="stable")
+        self.order = self.inverse = None
+        if not bool(np.all(parent[1:] >= parent[:-1])):
+            self.order = np.argsort(parent, kind="stable")
+            self.inverse = np.empty_like(self.order)
+            self.inverse[self.order] = np.arange(parent.size)
         sizes = np.bincount(parent, minlength=n_parents)
         self.present = np.flatnonzero(sizes)
         self.counts = sizes[self.present]
@@ -53,14 +58,21 @@ def _project_rows(x: np.ndarray, lay: _Layout, target: np.ndarray) -> np.ndarray
     first, seg = lay.first, lay.seg
     active_n = np.broadcast_to(lay.counts, target.shape)
     theta = (np.add.reduceat(x, first, axis=1) - target) / active_n
+    th = np.empty_like(x)                                    # θ per child, and two work arrays reused by every pass
+    active = np.empty(x.shape, dtype=bool)
+    xa = np.empty_like(x)
     for _ in range(lay.longest + 1):
-        active = x > theta[:, seg]
+        np.take(theta, seg, axis=1, out=th)
+        np.greater(x, th, out=active)
         n_new = np.add.reduceat(active, first, axis=1, dtype=np.int64)
         if np.array_equal(n_new, active_n):
             break
         active_n = np.maximum(n_new, 1)
-        theta = (np.add.reduceat(np.where(active, x, 0.0), first, axis=1) - target) / active_n
-    out = x - theta[:, seg]
+        np.multiply(x, active, out=xa)
+        theta = (np.add.reduceat(xa, first, axis=1) - target) / active_n
+    del active, xa
+    np.take(theta, seg, axis=1, out=th)
+    out = np.subtract(x, th, out=th)
     np.maximum(out, 0.0, out=out)
     zero = target <= 0
     if np.any(zero):
@@ -77,11 +89,7 @@ def _project_groups(vals: np.ndarray, group: np.ndarray, target: np.ndarray) -> 
     lay = _Layout(group, target.size)
     x = vals if lay.order is None else vals[lay.order]
     v = _project_rows(x[None, :], lay, target[lay.present][None, :])[0]
-    if lay.order is None:
-        return v
-    out = np.empty_like(v)
-    out[lay.order] = v
-    return out
+    return v if lay.order is None else v[lay.inverse]
 
 
 def _largest_remainder(frac: np.ndarray, par: np.ndarray, units: np.ndarray) -> np.ndarray:
@@ -169,12 +177,11 @@ def _draw(hierarchy: Hierarchy, scales, rngs, consistency: bool, T: int, layouts
         np.maximum(noisy, 0.0, out=noisy)
         if consistency and l > 0:
             lay = layouts[l]
-            x = noisy if lay.order is None else noisy[:, lay.order]
-            projected = _project_rows(x, lay, out[l - 1][:, lay.present])
-            if lay.order is None:
-                noisy = projected
-            else:
-                noisy[:, lay.order] = projected
+            x = noisy if lay.order is None else np.take(noisy, lay.order, axis=1, out=np.empty_like(noisy))
+            noisy = _project_rows(x, lay, np.ascontiguousarray(out[l - 1][:, lay.present]))
+            if lay.order is not None:
+                np.take(noisy, lay.inverse, axis=1, out=x)     # back to the tree's order, into the spare array
+                noisy = x
         out.append(noisy)
     return out
 
