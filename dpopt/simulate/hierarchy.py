@@ -168,22 +168,31 @@ def _layouts(hierarchy: Hierarchy) -> list:
                      for l in range(1, hierarchy.n_levels)]
 
 
+def _make_consistent(levels: list[np.ndarray], layouts) -> list[np.ndarray]:
+    """The consistency step on truncated noisy levels (each shape (T, n_l)): top-down, every parent's children
+    projected onto {v ≥ 0, Σ v = the parent's final value}. Level 0 is kept; lower levels' arrays are reused."""
+    out = [levels[0]]
+    for l in range(1, len(levels)):
+        lay, noisy = layouts[l], levels[l]
+        x = noisy if lay.order is None else np.take(noisy, lay.order, axis=1, out=np.empty_like(noisy))
+        v = _project_rows(x, lay, np.ascontiguousarray(out[l - 1][:, lay.present]))
+        if lay.order is not None:
+            np.take(v, lay.inverse, axis=1, out=x)           # back to the tree's order, into the spare array
+            v = x
+        out.append(v)
+    return out
+
+
 def _draw(hierarchy: Hierarchy, scales, rngs, consistency: bool, T: int, layouts) -> list[np.ndarray]:
-    """``T`` releases, level ``l`` drawn from ``rngs[l]`` (shape (T, n_l) per level)."""
+    """``T`` releases, level ``l`` drawn from ``rngs[l]`` (shape (T, n_l) per level); the consistency step
+    draws nothing, so the noise is the same with or without it."""
     out = []
     for l, N in enumerate(hierarchy.counts):
         noisy = rngs[l].laplace(0.0, scales[l], size=(T, N.size))
         noisy += N
         np.maximum(noisy, 0.0, out=noisy)
-        if consistency and l > 0:
-            lay = layouts[l]
-            x = noisy if lay.order is None else np.take(noisy, lay.order, axis=1, out=np.empty_like(noisy))
-            noisy = _project_rows(x, lay, np.ascontiguousarray(out[l - 1][:, lay.present]))
-            if lay.order is not None:
-                np.take(noisy, lay.inverse, axis=1, out=x)     # back to the tree's order, into the spare array
-                noisy = x
         out.append(noisy)
-    return out
+    return _make_consistent(out, layouts) if consistency else out
 
 
 def release(hierarchy: Hierarchy, epsilon_per_level, rng=None, consistency: bool = True,
@@ -202,6 +211,12 @@ def release(hierarchy: Hierarchy, epsilon_per_level, rng=None, consistency: bool
     return [o[0] for o in out] if trials is None else out
 
 
+def default_batch(hierarchy: Hierarchy) -> int:
+    """simulate_hierarchy's default batch: as many trials (1 to 2 000) as keep a batch within
+    :data:`BATCH_ELEMENTS` values summed over all levels (10^6 leaves: 7)."""
+    return max(1, min(2000, BATCH_ELEMENTS // int(sum(c.size for c in hierarchy.counts))))
+
+
 def simulate_hierarchy(hierarchy: Hierarchy, epsilon_per_level, trials: int = 10000, seed=0, consistency: bool = False,
                 sensitivity: float = 1.0, batch: int | None = None, progress: bool = False) -> dict:
     """Seeded Monte Carlo of the release, ``batch`` trials at a time (default: as many as keep a batch within
@@ -216,7 +231,7 @@ def simulate_hierarchy(hierarchy: Hierarchy, epsilon_per_level, trials: int = 10
     L = hierarchy.n_levels
     T = V.integer("trials", trials, minimum=2, maximum=10**8)
     if batch is None:
-        batch = max(1, min(2000, BATCH_ELEMENTS // int(sum(c.size for c in hierarchy.counts))))
+        batch = default_batch(hierarchy)
     batch = V.integer("batch", batch, minimum=1, maximum=10**8)
     progress = V.flag("progress", progress)
     rngs = np.random.default_rng(seed).spawn(L)
