@@ -304,7 +304,7 @@ def test_simulation_batch_default_bounds_memory():
     not 2 000 = 16 GB per array)."""
     from dpopt.simulate import hierarchy as sim
 
-    n = 40_000
+    n = 20_000
     h = Hierarchy.from_levels([[float(n)], np.ones(n)], [None, np.zeros(n, dtype=np.int64)])
     calls = []
     real = sim._draw
