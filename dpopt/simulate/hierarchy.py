@@ -99,7 +99,8 @@ def _largest_remainder(frac: np.ndarray, par: np.ndarray, units: np.ndarray) -> 
     One unstable SIMD argsort of the key 2·par − frac (a parent's keys lie in [2g − 1, 2g], so parents stay
     apart, and rounding the key keeps it monotone in −frac); only where a run of equal keys straddles a
     parent's cut are its members put in exact (−frac, index) order, so the chosen set is exactly the
-    definition's (a lexsort of (par, −frac) costs ~15× a Laplace draw of the same size; this ~2×)."""
+    definition's (with a lexsort of (par, −frac) round_consistent cost ~13× a Laplace draw of the same size;
+    with this, ~3×: benchmarks/bench_hierarchy.py)."""
     n = frac.size
     G = units.size
     key = 2.0 * par - frac
