@@ -300,26 +300,133 @@ def test_projection_matches_sorted_simplex_rule_on_random_groups():
 
 
 def test_simulation_batch_default_bounds_memory():
-    """The default batch keeps one array of a batch within BATCH_ELEMENTS values (10^6 leaves: 8 trials,
-    not 2 000 = 16 GB), and the batch does not change the estimates' statistics beyond the random stream."""
+    """The default batch keeps a batch within BATCH_ELEMENTS values over all levels (10^6 leaves: 7 trials,
+    not 2 000 = 16 GB per array)."""
     from dpopt.simulate import hierarchy as sim
 
-    n = 40_000
+    n = 20_000
     h = Hierarchy.from_levels([[float(n)], np.ones(n)], [None, np.zeros(n, dtype=np.int64)])
     calls = []
-    real = sim.release
+    real = sim._draw
 
-    def spy(*a, **k):
-        calls.append(k["trials"])
-        return real(*a, **k)
+    def spy(hierarchy, scales, rngs, consistency, T, layouts):
+        calls.append(T)
+        return real(hierarchy, scales, rngs, consistency, T, layouts)
 
-    sim.release = spy
+    sim._draw = spy
     try:
         out = simulate_hierarchy(h, [0.5, 0.5], trials=450, seed=1, consistency=True)
     finally:
-        sim.release = real
-    assert max(calls) * n <= sim.BATCH_ELEMENTS and sum(calls) == 450
+        sim._draw = real
+    assert max(calls) * (n + 1) <= sim.BATCH_ELEMENTS and sum(calls) == 450 and len(calls) > 1
     assert np.all(np.isfinite(out["mse"]))
+
+
+@pytest.mark.parametrize("consistency", [False, True])
+def test_chunked_simulation_equals_one_batch(consistency):
+    """One generator per level: the estimates do not depend on the batch. Chunks of 7, 64 and 1 000 trials
+    give the numbers of one batch of all trials with the same seed, up to the order of floating-point sums
+    (relative 1e-9), on a tree whose leaves are not in parent order."""
+    rng = np.random.default_rng(4)
+    G, n = 9, 120
+    par = np.concatenate([np.arange(G), rng.integers(0, G, n - G)])
+    rng.shuffle(par)
+    leaves = rng.integers(0, 4, size=n).astype(float)
+    mid = np.bincount(par, weights=leaves, minlength=G)
+    h = Hierarchy.from_levels([[mid.sum()], mid, leaves], [None, np.zeros(G, dtype=np.int64), par])
+    eps = [0.3, 0.5, 0.8]
+    one = simulate_hierarchy(h, eps, trials=1000, seed=21, consistency=consistency, batch=1000)
+    for b in (7, 64, None):
+        ch = simulate_hierarchy(h, eps, trials=1000, seed=21, consistency=consistency, batch=b)
+        for key in ("bias2", "variance", "mse", "variance_se"):
+            np.testing.assert_allclose(ch[key], one[key], rtol=1e-9, atol=1e-9)
+        for key in ("bias", "var_node"):
+            for x, y in zip(ch[key], one[key]):
+                np.testing.assert_allclose(x, y, rtol=1e-9, atol=1e-9)
+    other = simulate_hierarchy(h, eps, trials=1000, seed=22, consistency=consistency, batch=64)
+    assert not np.allclose(other["variance"], one["variance"], rtol=1e-9)   # the seed matters
+
+
+def _projection_by_cvxpy(x, t):
+    """Independent oracle: the Euclidean projection onto {v >= 0, sum v = t} as a generic QP (cvxpy), without
+    the max(0, x - theta) closed form."""
+    import cvxpy as cp
+
+    v = cp.Variable(x.size)
+    cp.Problem(cp.Minimize(cp.sum_squares(v - x)), [v >= 0, cp.sum(v) == t]).solve()
+    return v.value
+
+
+def test_consistent_release_is_the_projection_by_a_generic_solver():
+    """The batched consistency step of release (several trials, children not in parent order) against a
+    generic QP solver, group by group and trial by trial, and the constraint that children sum to parents.
+    The projection draws nothing, so the plain release with the same seed is the noise before projection."""
+    rng = np.random.default_rng(12)
+    for seed in range(4):
+        G, n = int(rng.integers(2, 5)), int(rng.integers(8, 20))
+        par = np.concatenate([np.arange(G), rng.integers(0, G, n - G)])
+        rng.shuffle(par)
+        leaves = rng.integers(0, 5, size=n).astype(float)
+        mid = np.bincount(par, weights=leaves, minlength=G)
+        h = Hierarchy.from_levels([[mid.sum()], mid, leaves], [None, np.zeros(G, dtype=np.int64), par])
+        eps = [0.5, 0.4, 0.3]
+        cons = release(h, eps, seed, consistency=True, trials=2)
+        plain = release(h, eps, seed, consistency=False, trials=2)
+        np.testing.assert_array_equal(cons[0], plain[0])
+        for t in range(2):
+            for l in (1, 2):
+                p = h.parents[l]
+                np.testing.assert_allclose(np.bincount(p, weights=cons[l][t], minlength=cons[l - 1][t].size),
+                                           cons[l - 1][t], rtol=1e-12, atol=1e-9)
+                for g in range(cons[l - 1][t].size):
+                    idx = p == g
+                    np.testing.assert_allclose(cons[l][t][idx],
+                                               _projection_by_cvxpy(plain[l][t][idx], cons[l - 1][t][g]),
+                                               atol=1e-5 * max(1.0, cons[l - 1][t][g]))
+
+
+def _largest_remainder_by_loops(t, par, target):
+    """Oracle for round_consistent's sharing step: per parent, floors, then one unit each to the children
+    with the largest fractional part (ties: lower index first), in plain Python."""
+    out = np.floor(t)
+    for g in range(target.size):
+        kids = [i for i in range(t.size) if par[i] == g]
+        short = int(round(target[g] - sum(out[i] for i in kids)))
+        for i in sorted(kids, key=lambda i: (-(t[i] - np.floor(t[i])), i))[:max(short, 0)]:
+            out[i] += 1
+    return out
+
+
+def test_round_consistent_is_largest_remainder_by_brute_force():
+    """round_consistent's one-sort selection against a per-parent Python loop, on trees with exact ties
+    (integer and half-integer values, all-zero children, children not in parent order)."""
+    from dpopt.simulate.hierarchy import round_consistent
+
+    rng = np.random.default_rng(3)
+    for it in range(150):
+        G = int(rng.integers(1, 8))
+        n = int(rng.integers(G, 40))
+        par = np.concatenate([np.arange(G), rng.integers(0, G, n - G)])
+        rng.shuffle(par)
+        v = rng.exponential(3, n) * rng.integers(0, 2, n)
+        if it % 3 == 0:
+            v = np.round(v * 2) / 2                              # ties in the fractional parts
+        if it % 11 == 0:
+            v[par == 0] = 0.0                                    # a parent whose children are all 0
+        mid = np.bincount(par, weights=v, minlength=G)
+        if it % 11 == 0:
+            mid[0] = float(rng.integers(1, 4))                  # ... but which has units to share
+        levels = [np.array([mid.sum()]), mid, v]
+        out = round_consistent(levels, [None, np.zeros(G, dtype=np.int64), par])
+        target = out[1]
+        real = np.bincount(par, weights=v, minlength=G)
+        factor = np.divide(target, real, out=np.zeros(G), where=real > 0)
+        t = v * factor[par]
+        sizes = np.bincount(par, minlength=G)
+        empty = (real <= 0) & (target > 0)
+        t = np.where(empty[par], target[par] / sizes[par], t)
+        np.testing.assert_array_equal(out[2], _largest_remainder_by_loops(t, par, target))
+        np.testing.assert_array_equal(np.bincount(par, weights=out[2], minlength=G), target)
 
 
 def test_round_consistent_gives_integers_that_add_up_and_stay_close():
