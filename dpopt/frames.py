@@ -191,10 +191,15 @@ class Frame:
     def labels(self, column, role: str = "strata") -> tuple[list[str], np.ndarray]:
         """(sorted distinct labels as strings, code of each row): missing values raise naming the column."""
         arr = self.raw(column, role)
-        for i, v in enumerate(arr):
-            if is_missing(v):
-                raise ValueError(f"{self.name} {role} column {column!r} has a missing value at row {i}")
-        values = list(dict.fromkeys(arr.tolist()))         # first-appearance order, then sorted when possible
+        items = arr.tolist()
+        first: dict = {}
+        seen = np.fromiter((first.setdefault(v, len(first)) for v in items), dtype=np.int64, count=len(items))
+        values = list(first)                                # first-appearance order, then sorted when possible
+        # every row's value is one of these (itself, or equal to it), so a missing row shows among them
+        missing = np.array([is_missing(v) for v in values], dtype=bool)
+        if missing.any():
+            i = int(np.argmax(missing[seen]))
+            raise ValueError(f"{self.name} {role} column {column!r} has a missing value at row {i}")
         try:
             values = sorted(values)
         except TypeError:
@@ -203,9 +208,11 @@ class Frame:
         if len(set(names)) != len(names):
             dup = next(n for n in names if names.count(n) > 1)
             raise ValueError(f"{self.name} {role} column {column!r}: two different values print as {dup!r}")
-        index = {v: j for j, v in enumerate(values)}
-        codes = np.fromiter((index[v] for v in arr.tolist()), dtype=np.int64, count=arr.size)
-        return names, codes
+        rank = np.empty(len(values), dtype=np.int64)      # first-appearance number -> sorted position
+        position = {v: j for j, v in enumerate(values)}
+        for a, v in enumerate(first):
+            rank[a] = position[v]
+        return names, rank[seen]
 
 
 def _label(v) -> str:
