@@ -161,7 +161,10 @@ class Frame:
             return s.to_numpy()
         if self.kind == "polars":
             return self._data[key].to_numpy()
-        return np.asarray(list(self._data[key]), dtype=object)
+        col = self._data[key]
+        if isinstance(col, np.ndarray) and col.ndim == 1:     # numbers as they are, text as Python objects
+            return col if col.dtype.kind in "biuf" else col.astype(object)
+        return np.asarray(list(col), dtype=object)
 
     def numeric(self, column, role: str = "column") -> np.ndarray:
         """The column as float64; missing, non-numeric or infinite values raise naming the column and row."""

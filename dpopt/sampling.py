@@ -83,6 +83,12 @@ def _unit_ids(fr: Frame, id_column):
     if id_column is None:
         return np.arange(fr.nrows, dtype=np.int64), "row"
     arr = fr.raw(id_column, "id")
+    if arr.dtype.kind in "iu":        # integer ids: no missing value possible, unique checked by one sort
+        dup = np.flatnonzero(np.diff(np.sort(arr)) == 0)
+        if dup.size:
+            raise ValueError(f"frame id column {id_column!r} must be unique; {str(np.sort(arr)[dup[0]])!r} appears "
+                             "more than once")
+        return arr, str(id_column)
     ids = [x.item() if hasattr(x, "item") else x for x in arr]
     text = [str(x) for x in ids]
     if len(set(text)) != len(text):

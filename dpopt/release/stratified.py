@@ -72,36 +72,49 @@ def plan_stratified(model, n, *, dp=None, progress: bool = False) -> list[Stratu
     n = np.asarray(n, dtype=np.int64)
     eps = float(model.epsilon)
     deltas = [model.sensitivity_of(j) for j in range(model.J)]     # Δ_j: variable j's own sensitivity
+    shares = [float(x) for x in model.shares]
+    sens = _sensitivity_record(model)
+    cache: dict = {}               # one OpenDP certification per distinct scale (docs/release.md §3)
+    done: dict[tuple[int, int], tuple] = {}     # strata of equal (N_h, n_h) share one plan: it depends on nothing else
     plans = []
     for h in progress_iter(range(model.k), "plan", progress):
         Nh, nh = int(model.N[h]), int(n[h])
         if nh < 1:
             raise ValueError(f"stratum {model.labels[h]!r} has n = 0: every stratum needs a sample to be estimated")
-        target = nominal_within(eps, nh, Nh)
-        shrink = 1.0
-        for _ in range(_MAX_SHRINK):
-            goal = target * shrink
-            scales, spent = [], []
-            for j in range(model.J):
-                s, e = _opendp.search_scale(dp, mechanism, deltas[j], goal * float(model.shares[j]))
-                scales.append(s)
-                spent.append(e)
-            cell = Cell(model.labels[h], [Measurement("", mech, d, s, e) for d, s, e in zip(deltas, scales, spent)],
-                        Nh, nh)
-            ours = cell.epsilon
-            theirs = _opendp.amplified_by_opendp(dp, _opendp.composed_by_opendp(dp, spent), nh, Nh)
-            if ours <= eps and theirs <= eps:
-                break
-            shrink *= 1.0 - 2.0 ** -40
-        else:  # pragma: no cover - the shrink step is far larger than any rounding
-            raise RuntimeError(f"stratum {model.labels[h]!r}: could not fit the budget under epsilon={eps!r}")
-        if abs(ours - theirs) > 1e-9 * max(ours, theirs):
-            raise RuntimeError(f"stratum {model.labels[h]!r}: dpopt's accountant ({ours!r}) and OpenDP's "
-                               f"({theirs!r}) disagree")
-        plans.append(StratumPlan(model.labels[h], Nh, nh, eps, target, scales, spent,
-                                 [_opendp.variance_at_scale(mechanism, s) for s in scales], ours, theirs,
-                                 mech, _sensitivity_record(model), [float(x) for x in model.shares]))
+        if (Nh, nh) not in done:
+            done[Nh, nh] = _plan_cell(dp, model, mechanism, deltas, Nh, nh, model.labels[h], cache)
+        target, scales, spent, variance, ours, theirs = done[Nh, nh]
+        plans.append(StratumPlan(model.labels[h], Nh, nh, eps, target, list(scales), list(spent), list(variance),
+                                 ours, theirs, mech, sens, list(shares)))
     return plans
+
+
+def _plan_cell(dp, model, mechanism, deltas, Nh, nh, label, cache) -> tuple:
+    """(nominal target, scales, spent, noise variances, dpopt's amplified ε, OpenDP's) of a stratum of N_h units
+    with n_h sampled: the largest nominal budget whose amplification is ≤ ε, each variable's scale from the closed
+    form certified by OpenDP's map (:func:`_opendp.search_scale`), both accountants' amplified ε ≤ ε (a shrink
+    step repeats the search otherwise) and agreeing to 1e-9."""
+    eps, mech = float(model.epsilon), mechanism.name
+    target = nominal_within(eps, nh, Nh)
+    shrink = 1.0
+    for _ in range(_MAX_SHRINK):
+        goal = target * shrink
+        scales, spent = [], []
+        for j in range(model.J):
+            s, e = _opendp.search_scale(dp, mechanism, deltas[j], goal * float(model.shares[j]), cache=cache)
+            scales.append(s)
+            spent.append(e)
+        cell = Cell(label, [Measurement("", mech, d, s, e) for d, s, e in zip(deltas, scales, spent)], Nh, nh)
+        ours = cell.epsilon
+        theirs = _opendp.amplified_by_opendp(dp, _opendp.composed_by_opendp(dp, spent), nh, Nh)
+        if ours <= eps and theirs <= eps:
+            break
+        shrink *= 1.0 - 2.0 ** -40
+    else:  # pragma: no cover - the shrink step is far larger than any rounding
+        raise RuntimeError(f"stratum {label!r}: could not fit the budget under epsilon={eps!r}")
+    if abs(ours - theirs) > 1e-9 * max(ours, theirs):
+        raise RuntimeError(f"stratum {label!r}: dpopt's accountant ({ours!r}) and OpenDP's ({theirs!r}) disagree")
+    return target, scales, spent, [_opendp.variance_at_scale(mechanism, s) for s in scales], ours, theirs
 
 
 def _gaussian_measurements(dp, model, mechanism, h, nh, scales, nominal_delta):
