@@ -194,6 +194,8 @@ class Frame:
     def labels(self, column, role: str = "strata") -> tuple[list[str], np.ndarray]:
         """(sorted distinct labels as strings, code of each row): missing values raise naming the column."""
         arr = self.raw(column, role)
+        if arr.dtype.kind in "biuf":
+            return _numeric_labels(self.name, arr, column, role)
         items = arr.tolist()
         first: dict = {}
         seen = np.fromiter((first.setdefault(v, len(first)) for v in items), dtype=np.int64, count=len(items))
@@ -216,6 +218,21 @@ class Frame:
         for a, v in enumerate(first):
             rank[a] = position[v]
         return names, rank[seen]
+
+
+def _numeric_labels(name: str, arr: np.ndarray, column, role: str) -> tuple[list[str], np.ndarray]:
+    """:meth:`Frame.labels` of a numeric column by one numpy sort: the same sorted values (numbers sort alike in
+    numpy and Python), names and codes; NaN is the missing value."""
+    if arr.dtype.kind == "f":
+        nan = np.isnan(arr)
+        if nan.any():
+            raise ValueError(f"{name} {role} column {column!r} has a missing value at row {int(np.argmax(nan))}")
+    values, codes = np.unique(arr, return_inverse=True)
+    names = [_label(v) for v in values.tolist()]
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise ValueError(f"{name} {role} column {column!r}: two different values print as {dup!r}")
+    return names, codes.reshape(-1).astype(np.int64)
 
 
 def _label(v) -> str:

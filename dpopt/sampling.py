@@ -276,7 +276,8 @@ def draw_stratified(frame, model, n, *, strata: str, id: str | None = None, seed
                 else f"stratum {extra[0]!r} of the frame is not in the model")
         raise ValueError(f"frame strata column {strata!r} does not match the model: {what}")
     # recode the frame's strata to the model's order
-    order = np.array([model.labels.index(lab) for lab in labels], dtype=np.int64)
+    position = {lab: i for i, lab in enumerate(model.labels)}
+    order = np.array([position[lab] for lab in labels], dtype=np.int64)
     codes = order[codes]
     N = np.bincount(codes, minlength=model.k)
     bad = np.flatnonzero(N != model.N)
