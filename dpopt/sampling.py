@@ -49,7 +49,7 @@ def sample_key(seed=None) -> bytes:
     return hashlib.sha256(b"dpopt sample key v1\0" + raw).digest()
 
 
-def _numbers(key: bytes, ids) -> np.ndarray:
+def _numbers(key: bytes, ids, text: np.ndarray | None = None) -> np.ndarray:
     """64-bit permanent random numbers of the unit ids (uint64): keyed BLAKE2b of ``str(id)``, a
     cryptographic PRF, so nobody without the key can tell who was sampled. The keyed state is set up once and
     copied per id, integer ids are written as ASCII decimals by numpy in one pass (the bytes of ``str(id)``),
@@ -57,7 +57,9 @@ def _numbers(key: bytes, ids) -> np.ndarray:
     if len(ids) == 0:
         return np.empty(0, dtype=np.uint64)
     copy = hashlib.blake2b(key=key, digest_size=8, person=b"dpopt-prn").copy
-    texts = _id_bytes(np.asarray(ids) if not isinstance(ids, np.ndarray) else ids).tolist()
+    if text is None:        # the ids' bytes (:func:`_id_bytes`), when the caller has not made them already
+        text = _id_bytes(np.asarray(ids) if not isinstance(ids, np.ndarray) else ids)
+    texts = text.tolist()
 
     def digest(text: bytes) -> bytes:
         h = copy()
@@ -202,7 +204,7 @@ def members_id(ids) -> str:
     return _digest(b"dpopt members\0", sorted(str(u) for u in ids))
 
 
-def _members_by_stratum(ids: np.ndarray, codes: np.ndarray, k: int) -> list[str]:
+def _members_by_stratum(ids: np.ndarray, codes: np.ndarray, k: int, text: np.ndarray | None = None) -> list[str]:
     """``members_id`` of every stratum's ids (``codes`` give each id's stratum 0..k-1): the same names, built in
     one pass for integer ids (their decimal bytes sorted per stratum by numpy, length-prefixed as
     :func:`_digest` writes them), else one stratum at a time."""
@@ -211,7 +213,7 @@ def _members_by_stratum(ids: np.ndarray, codes: np.ndarray, k: int) -> list[str]
         order = np.argsort(codes, kind="stable")
         bounds = np.searchsorted(codes[order], np.arange(k + 1))
         return [members_id(ids[order[bounds[h]:bounds[h + 1]]]) for h in range(k)]
-    text = _id_bytes(ids)
+    text = _id_bytes(ids) if text is None else text
     order = np.lexsort((text, codes))               # by stratum, then by the id's text (bytes order = str order)
     text = text[order]
     length = np.char.str_len(text).astype(np.int64)
@@ -290,11 +292,12 @@ def draw_stratified(frame, model, n, *, strata: str, id: str | None = None, seed
         raise ValueError(f"n for stratum {model.labels[h]!r} must be in [0, {N[h]}], got {n[h]}")
     ids, id_name = _unit_ids(fr, id)
     key = sample_key(seed)
-    u = _numbers(key, ids)
+    text = _id_bytes(ids)
+    u = _numbers(key, ids, text)
     rows = _smallest_per_stratum(codes, u, n, N)
     stratum = codes[rows]
     incl = (n / N)[stratum]
-    members = _members_by_stratum(ids, codes, model.k)
+    members = _members_by_stratum(ids, codes, model.k, text)
     return Sample("srswor", rows, ids[rows], id_name, stratum, list(model.labels), N.astype(np.int64), n,
                   incl.astype(float), strata_column=str(strata), fingerprint=_fingerprint(key, "srswor", rows),
                   key_id=key_id(key), members=members)
