@@ -11,7 +11,8 @@ clamp + aggregate + noise, which for dpopt includes the re-check of the given pl
 two sides (``_timing.interleaved``): median and minimum of the pairwise ratios dpopt / numpy.
 
 Target: the whole release within 10x the numpy floor at 1 000 strata. OpenDP's exact samplers cost about 20-30 µs
-per noisy value (printed as "OpenDP noise alone"), so the noise alone bounds how close a large sample can get.
+per noisy value and the keyed BLAKE2b permanent random numbers about 0.5-1 µs per frame row (both printed as
+"alone"): they bound how close dpopt can come to numpy, whose uniforms and Laplace draws are not a PRF or exact.
 
 Run: ``python benchmarks/bench_release.py [--pairs P] [--quick]``
 """
@@ -136,6 +137,8 @@ def case(k, total, pairs):
     meas = _opendp.noise_measurement(dp, "laplace", float(np.median(scales_np)))
     vals = np.clip(fr["y"][sample.rows], LO, HI).tolist()
     out["noise_alone"], _ = timed(lambda: meas(vals))
+    from dpopt.sampling import _numbers, sample_key
+    out["prf_alone"], _ = timed(lambda: _numbers(sample_key(0), np.arange(ROWS)))
     rel = out["whole"]["a"]
     est_np, se_np = out["whole"]["b"]
     out["check"] = (float(rel.estimate), float(rel.se), float(est_np), float(se_np), float(rel.epsilon_spent))
@@ -165,7 +168,8 @@ def main(argv=None):
             print(f"{r['k']:>5} {r['n']:>6} {r['distinct']:>6} {part:>8} {x['a_median']:>9.3f} {x['b_median']:>9.4f} "
                   f"{x['ratio_median']:>10.1f} {x['ratio_min']:>10.1f}")
         est, se, est_np, se_np, eps = r["check"]
-        print(f"{'':>5} OpenDP noise alone on the {r['n']} sampled values: {r['noise_alone']:.3f} s; "
+        print(f"{'':>5} alone: OpenDP noise on the {r['n']} sampled values {r['noise_alone']:.3f} s, keyed BLAKE2b "
+              f"numbers of the {ROWS} ids {r['prf_alone']:.3f} s; "
               f"estimate {est:.4f} (SE {se:.3f}, epsilon spent {eps:.6g}) vs numpy's {est_np:.4f} (SE {se_np:.3f}); "
               f"case {time.perf_counter() - t0:.0f} s")
     print("target: whole release within 10x the numpy floor at 1 000 strata (ratio med of 'whole')")
