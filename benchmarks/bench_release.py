@@ -1,4 +1,4 @@
-"""Stratified release at census scale against the numpy floor: 10^6-row frame, 1 000 and 100 strata (issue 20, target 4).
+"""Stratified release at census scale against the numpy floor: 10^6-row frame, 1 000 and 100 strata (issue 20).
 
 The dpopt pass is the user's: a design (``StratifiedDesign`` with value_range, Laplace, ε = 1, solved by ``exact``),
 ``draw_stratified`` (keyed BLAKE2b permanent random numbers per unit), ``plan_stratified`` (OpenDP noise scales,
@@ -165,7 +165,8 @@ def main(argv=None):
         results.append(r)
         for part in ("plan", "draw", "release", "whole"):
             x = r[part]
-            print(f"{r['k']:>5} {r['n']:>6} {r['distinct']:>6} {part:>8} {x['a_median']:>9.3f} {x['b_median']:>9.4f} "
+            print(f"{r['k']:>5} {r['n']:>6} {r['distinct']:>6} {part:>8} {x['a_median']:>9.3f} "
+              f"{x['b_median']:>9.4f} "
                   f"{x['ratio_median']:>10.1f} {x['ratio_min']:>10.1f}")
         est, se, est_np, se_np, eps = r["check"]
         print(f"{'':>5} alone: OpenDP noise on the {r['n']} sampled values {r['noise_alone']:.3f} s, keyed BLAKE2b "
