@@ -157,7 +157,8 @@ def main(argv=None):
         cases, pairs = cases[:1], 2
     print(f"frame: {ROWS} rows, Laplace, epsilon = {EPSILON}, value_range = ({LO:g}, {HI:g}); times in s are medians; "
           "ratio = dpopt / numpy, interleaved pairs")
-    print(f"{'k':>5} {'n':>6} {'(N,n)':>6} {'part':>8} {'dpopt s':>9} {'numpy s':>9} {'ratio med':>10} {'ratio min':>10}")
+    print(f"{'k':>5} {'n':>6} {'(N,n)':>6} {'part':>8} {'dpopt s':>9} {'numpy s':>9} {'ratio med':>10} "
+          f"{'ratio min':>10}")
     results = []
     for k, total in cases:
         t0 = time.perf_counter()
