@@ -161,7 +161,10 @@ class Frame:
             return s.to_numpy()
         if self.kind == "polars":
             return self._data[key].to_numpy()
-        return np.asarray(list(self._data[key]), dtype=object)
+        col = self._data[key]
+        if isinstance(col, np.ndarray) and col.ndim == 1:     # numbers as they are, text as Python objects
+            return col if col.dtype.kind in "biuf" else col.astype(object)
+        return np.asarray(list(col), dtype=object)
 
     def numeric(self, column, role: str = "column") -> np.ndarray:
         """The column as float64; missing, non-numeric or infinite values raise naming the column and row."""
@@ -191,10 +194,17 @@ class Frame:
     def labels(self, column, role: str = "strata") -> tuple[list[str], np.ndarray]:
         """(sorted distinct labels as strings, code of each row): missing values raise naming the column."""
         arr = self.raw(column, role)
-        for i, v in enumerate(arr):
-            if is_missing(v):
-                raise ValueError(f"{self.name} {role} column {column!r} has a missing value at row {i}")
-        values = list(dict.fromkeys(arr.tolist()))         # first-appearance order, then sorted when possible
+        if arr.dtype.kind in "biuf":
+            return _numeric_labels(self.name, arr, column, role)
+        items = arr.tolist()
+        first: dict = {}
+        seen = np.fromiter((first.setdefault(v, len(first)) for v in items), dtype=np.int64, count=len(items))
+        values = list(first)                                # first-appearance order, then sorted when possible
+        # every row's value is one of these (itself, or equal to it), so a missing row shows among them
+        missing = np.array([is_missing(v) for v in values], dtype=bool)
+        if missing.any():
+            i = int(np.argmax(missing[seen]))
+            raise ValueError(f"{self.name} {role} column {column!r} has a missing value at row {i}")
         try:
             values = sorted(values)
         except TypeError:
@@ -203,9 +213,26 @@ class Frame:
         if len(set(names)) != len(names):
             dup = next(n for n in names if names.count(n) > 1)
             raise ValueError(f"{self.name} {role} column {column!r}: two different values print as {dup!r}")
-        index = {v: j for j, v in enumerate(values)}
-        codes = np.fromiter((index[v] for v in arr.tolist()), dtype=np.int64, count=arr.size)
-        return names, codes
+        rank = np.empty(len(values), dtype=np.int64)      # first-appearance number -> sorted position
+        position = {v: j for j, v in enumerate(values)}
+        for a, v in enumerate(first):
+            rank[a] = position[v]
+        return names, rank[seen]
+
+
+def _numeric_labels(name: str, arr: np.ndarray, column, role: str) -> tuple[list[str], np.ndarray]:
+    """:meth:`Frame.labels` of a numeric column by one numpy sort: the same sorted values (numbers sort alike in
+    numpy and Python), names and codes; NaN is the missing value."""
+    if arr.dtype.kind == "f":
+        nan = np.isnan(arr)
+        if nan.any():
+            raise ValueError(f"{name} {role} column {column!r} has a missing value at row {int(np.argmax(nan))}")
+    values, codes = np.unique(arr, return_inverse=True)
+    names = [_label(v) for v in values.tolist()]
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise ValueError(f"{name} {role} column {column!r}: two different values print as {dup!r}")
+    return names, codes.reshape(-1).astype(np.int64)
 
 
 def _label(v) -> str:

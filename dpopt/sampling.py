@@ -49,29 +49,48 @@ def sample_key(seed=None) -> bytes:
     return hashlib.sha256(b"dpopt sample key v1\0" + raw).digest()
 
 
-def _numbers(key: bytes, ids) -> np.ndarray:
+def _numbers(key: bytes, ids, text: np.ndarray | None = None) -> np.ndarray:
     """64-bit permanent random numbers of the unit ids (uint64): keyed BLAKE2b of ``str(id)``, a
     cryptographic PRF, so nobody without the key can tell who was sampled. The keyed state is set up once and
-    copied per id, and the digests are read in one pass (same numbers, ~1.7x faster than one hash object per
-    id)."""
+    copied per id, integer ids are written as ASCII decimals by numpy in one pass (the bytes of ``str(id)``),
+    and the digests are read in one pass: the same numbers as one hash object per id, at ~0.7 µs an id."""
     if len(ids) == 0:
         return np.empty(0, dtype=np.uint64)
-    keyed = hashlib.blake2b(key=key, digest_size=8, person=b"dpopt-prn")
+    copy = hashlib.blake2b(key=key, digest_size=8, person=b"dpopt-prn").copy
+    if text is None:        # the ids' bytes (:func:`_id_bytes`), when the caller has not made them already
+        text = _id_bytes(np.asarray(ids) if not isinstance(ids, np.ndarray) else ids)
+    texts = text.tolist()
 
-    def digest(text: str) -> bytes:
-        h = keyed.copy()
-        h.update(text.encode())
+    def digest(text: bytes) -> bytes:
+        h = copy()
+        h.update(text)
         return h.digest()
 
-    ids = np.asarray(ids)
-    texts = ids.astype(str).tolist() if ids.dtype.kind in "iu" else [str(u) for u in ids]
     return np.frombuffer(b"".join(map(digest, texts)), dtype=">u8").astype(np.uint64)
+
+
+#: bytes of the longest int64/uint64 decimal (20 digits, or a sign and 19)
+_ID_WIDTH = 21
+
+
+def _id_bytes(ids: np.ndarray) -> np.ndarray:
+    """``str(id).encode()`` of every id as a numpy bytes array (``S`` dtype): integer ids converted by numpy
+    in one pass (ASCII decimals, the same bytes as ``str``), any other id one at a time."""
+    if ids.dtype.kind in "iu":
+        return ids.astype(f"S{_ID_WIDTH}")
+    return np.array([str(u).encode() for u in ids], dtype=object)
 
 
 def _unit_ids(fr: Frame, id_column):
     if id_column is None:
         return np.arange(fr.nrows, dtype=np.int64), "row"
     arr = fr.raw(id_column, "id")
+    if arr.dtype.kind in "iu":        # integer ids: no missing value possible, unique checked by one sort
+        dup = np.flatnonzero(np.diff(np.sort(arr)) == 0)
+        if dup.size:
+            raise ValueError(f"frame id column {id_column!r} must be unique; {str(np.sort(arr)[dup[0]])!r} appears "
+                             "more than once")
+        return arr, str(id_column)
     ids = [x.item() if hasattr(x, "item") else x for x in arr]
     text = [str(x) for x in ids]
     if len(set(text)) != len(text):
@@ -185,6 +204,45 @@ def members_id(ids) -> str:
     return _digest(b"dpopt members\0", sorted(str(u) for u in ids))
 
 
+def _members_by_stratum(ids: np.ndarray, codes: np.ndarray, k: int, text: np.ndarray | None = None) -> list[str]:
+    """``members_id`` of every stratum's ids (``codes`` give each id's stratum 0..k-1): the same names, built in
+    one pass for integer ids (their decimal bytes sorted per stratum by numpy, length-prefixed as
+    :func:`_digest` writes them), else one stratum at a time."""
+    ids = np.asarray(ids)
+    if ids.dtype.kind not in "iu" or ids.size == 0:
+        order = np.argsort(codes, kind="stable")
+        bounds = np.searchsorted(codes[order], np.arange(k + 1))
+        return [members_id(ids[order[bounds[h]:bounds[h + 1]]]) for h in range(k)]
+    text = _id_bytes(ids) if text is None else text
+    order = np.lexsort((text, codes))               # by stratum, then by the id's text (bytes order = str order)
+    text = text[order]
+    length = np.char.str_len(text).astype(np.int64)
+    m = text.size
+    block = np.zeros((m, 8 + _ID_WIDTH), dtype=np.uint8)
+    block[:, :8] = length.astype(">u8").view(np.uint8).reshape(m, 8)     # len(b).to_bytes(8, "big")
+    block[:, 8:] = text.view(np.uint8).reshape(m, _ID_WIDTH)
+    stream = block[np.arange(8 + _ID_WIDTH)[None, :] < (8 + length)[:, None]].tobytes()
+    ends = np.concatenate([[0], np.cumsum(8 + length)])
+    bounds = ends[np.searchsorted(codes[order], np.arange(k + 1))]
+    out = []
+    for h in range(k):
+        dg = hashlib.sha256(b"dpopt members\0")
+        dg.update(stream[bounds[h]:bounds[h + 1]])
+        out.append(dg.hexdigest()[:32])
+    return out
+
+
+def _smallest_per_stratum(codes: np.ndarray, u: np.ndarray, n: np.ndarray, N: np.ndarray) -> np.ndarray:
+    """Frame rows of the n_h smallest numbers ``u`` in every stratum (ties, probability ~2^-64, broken by row),
+    grouped by stratum and ascending within it: one stable sort by (stratum, number) for all strata."""
+    order = np.lexsort((u, codes))                   # stable: equal numbers keep row order
+    starts = np.concatenate([[0], np.cumsum(N)[:-1]])
+    sorted_codes = codes[order]
+    rank = np.arange(order.size) - starts[sorted_codes]
+    picked = order[rank < n[sorted_codes]]
+    return picked[np.lexsort((picked, codes[picked]))]
+
+
 def partition_id(members) -> str:
     """Name of a split of a frame into the sets named ``members`` (any order): the privacy ledger recomputes
     it from a part's cells, so a part that lost or changed a cell is refused."""
@@ -220,7 +278,8 @@ def draw_stratified(frame, model, n, *, strata: str, id: str | None = None, seed
                 else f"stratum {extra[0]!r} of the frame is not in the model")
         raise ValueError(f"frame strata column {strata!r} does not match the model: {what}")
     # recode the frame's strata to the model's order
-    order = np.array([model.labels.index(lab) for lab in labels], dtype=np.int64)
+    position = {lab: i for i, lab in enumerate(model.labels)}
+    order = np.array([position[lab] for lab in labels], dtype=np.int64)
     codes = order[codes]
     N = np.bincount(codes, minlength=model.k)
     bad = np.flatnonzero(N != model.N)
@@ -233,17 +292,12 @@ def draw_stratified(frame, model, n, *, strata: str, id: str | None = None, seed
         raise ValueError(f"n for stratum {model.labels[h]!r} must be in [0, {N[h]}], got {n[h]}")
     ids, id_name = _unit_ids(fr, id)
     key = sample_key(seed)
-    u = _numbers(key, ids)
-    taken = []
-    for h in range(model.k):
-        rows = np.flatnonzero(codes == h)
-        # smallest numbers first; ties (probability ~2^-64) broken by row
-        pick = rows[np.lexsort((rows, u[rows]))[: n[h]]]
-        taken.append(np.sort(pick))
-    rows = np.concatenate(taken) if taken else np.empty(0, dtype=np.int64)
+    text = _id_bytes(ids)
+    u = _numbers(key, ids, text)
+    rows = _smallest_per_stratum(codes, u, n, N)
     stratum = codes[rows]
     incl = (n / N)[stratum]
-    members = [members_id(ids[codes == h]) for h in range(model.k)]
+    members = _members_by_stratum(ids, codes, model.k, text)
     return Sample("srswor", rows, ids[rows], id_name, stratum, list(model.labels), N.astype(np.int64), n,
                   incl.astype(float), strata_column=str(strata), fingerprint=_fingerprint(key, "srswor", rows),
                   key_id=key_id(key), members=members)
@@ -279,7 +333,7 @@ def draw_poisson(frame, probabilities, *, id: str | None = None, seed=None, stra
     return Sample("poisson", rows, ids[rows], id_name, codes[rows], labels, N, n, p[rows].astype(float),
                   strata_column=strata, fingerprint=_fingerprint(key, "poisson", rows),
                   details={"expected_size": float(p.sum())}, key_id=key_id(key),
-                  members=[members_id(ids[codes == h]) for h in range(len(labels))])
+                  members=_members_by_stratum(ids, codes, len(labels)))
 
 
 def draw_srs(frame, n, *, id: str | None = None, seed=None) -> Sample:
@@ -296,4 +350,5 @@ def draw_srs(frame, n, *, id: str | None = None, seed=None) -> Sample:
     N = np.array([fr.nrows], dtype=np.int64)
     return Sample("srswor", rows, ids[rows], id_name, np.zeros(n, dtype=np.int64), ["all"], N,
                   np.array([n], dtype=np.int64), np.full(n, n / fr.nrows),
-                  fingerprint=_fingerprint(key, "srswor", rows), key_id=key_id(key), members=[members_id(ids)])
+                  fingerprint=_fingerprint(key, "srswor", rows), key_id=key_id(key),
+                  members=_members_by_stratum(ids, np.zeros(len(ids), dtype=np.int64), 1))

@@ -83,32 +83,59 @@ def sensitivity_argument(mechanism, sensitivity: float):
     return releasable(mechanism).sensitivity_argument(sensitivity)
 
 
-def search_scale(dp, mechanism, sensitivity: float, epsilon: float) -> tuple[float, float]:
+def search_scale(dp, mechanism, sensitivity: float, epsilon: float, *, cache: dict | None = None
+                 ) -> tuple[float, float]:
     """(scale, spent ε): the smallest scale near the closed form Δ/ε that OpenDP certifies ``map(Δ) ≤ epsilon``
     for, and that map.
 
     Both measurements' maps are Δ/scale rounded up, so Δ/ε itself passes or fails by an ulp: the scale is
     stepped up one float at a time from Δ/ε until OpenDP's own map passes (one or two measurements per
     stratum; a bisection built ~55). A map that does not behave so (another OpenDP version) falls back to
-    OpenDP's ``binary_search_param``. Either way the returned scale is certified by the measurement's map."""
+    OpenDP's ``binary_search_param``. Either way the returned scale is certified by the measurement's map.
+    ``cache`` (a dict the caller keeps for one plan) holds the map's value per (mechanism, scale, Δ), so each
+    distinct scale is certified by OpenDP once however many strata share it."""
     mechanism = releasable(mechanism)
     d_in = mechanism.sensitivity_argument(sensitivity)
     if not (math.isfinite(epsilon) and epsilon > 0):
         raise ValueError(f"nominal epsilon must be finite and > 0, got {epsilon!r}")
+    certify = functools.partial(certified_spend, dp, mechanism, d_in=d_in, cache=cache)
     guess = float(sensitivity) / epsilon
-    scale = guess
+    scale = closed_form_scale(sensitivity, epsilon)
     for _ in range(_ULP_STEPS):
-        spent = float(noise_measurement(dp, mechanism, scale).map(d_in))
+        spent = certify(scale)
         if spent <= epsilon:
             break
         scale = math.nextafter(scale, math.inf)
     else:
         scale = dp.binary_search_param(lambda s: noise_measurement(dp, mechanism, s), d_in=d_in,
                                        d_out=float(epsilon), bounds=(guess * 0.5, guess * 2.0), T=float)
-        spent = float(noise_measurement(dp, mechanism, scale).map(d_in))
+        spent = certify(scale)
     if spent > epsilon:   # binary_search_param promises a passing value; keep the promise checked
         raise RuntimeError(f"OpenDP scale search returned scale {scale!r} spending {spent!r} > {epsilon!r}")
     return float(scale), spent
+
+
+def closed_form_scale(sensitivity: float, epsilon: float) -> float:
+    """The smallest float s with Δ/s ≤ ε in exact arithmetic: Δ/ε rounded to nearest, or the next float up when
+    that rounding fell below the exact quotient. A map that is Δ/s rounded up passes at it and at no smaller
+    float, so one OpenDP map per distinct scale certifies it (the search steps on when a map is stricter)."""
+    from fractions import Fraction
+    s = float(sensitivity) / float(epsilon)
+    if Fraction(float(sensitivity)) > Fraction(float(epsilon)) * Fraction(s):
+        s = math.nextafter(s, math.inf)
+    return s
+
+
+def certified_spend(dp, mechanism, scale: float, d_in, cache: dict | None = None) -> float:
+    """The ε OpenDP's map certifies for the mechanism's measurement at ``scale`` and sensitivity ``d_in``
+    (remembered in ``cache`` per (mechanism, scale, d_in) when one is given: the map is deterministic)."""
+    key = (id(mechanism), float(scale), d_in)
+    if cache is not None and key in cache:
+        return cache[key][1]
+    spent = float(noise_measurement(dp, mechanism, scale).map(d_in))
+    if cache is not None:
+        cache[key] = (mechanism, spent)       # the mechanism kept alive, so its id is not reused meanwhile
+    return spent
 
 
 #: floats above Δ/ε tried before the bisection fallback (the maps round up by at most an ulp or two)
@@ -135,12 +162,25 @@ def amplified_by_opendp(dp, epsilon_nominal: float, n: int, N: int) -> float:
     accountant with OpenDP's (conservatively rounded) arithmetic."""
     if n == N:
         return float(epsilon_nominal)
+    _, symmetric, divergence = _stand_in_pieces(dp)
     with honest_but_curious(dp):
         inner = dp.m.make_user_measurement(
-            dp.vector_domain(dp.atom_domain(T=float), size=int(n)), dp.symmetric_distance(), dp.max_divergence(),
+            _sized_domain(dp, int(n)), symmetric, divergence,
             function=lambda _x: 0.0, privacy_map=lambda d_in: float(epsilon_nominal) * ((int(d_in) + 1) // 2))
         amp = dp.c.make_population_amplification(inner, population_size=int(N))
         return float(amp.map(2))
+
+
+@functools.lru_cache(maxsize=8)
+def _stand_in_pieces(dp) -> tuple:
+    """(float atom domain, symmetric distance, max divergence) of the amplification stand-ins, built once."""
+    return dp.atom_domain(T=float), dp.symmetric_distance(), dp.max_divergence()
+
+
+@functools.lru_cache(maxsize=4096)
+def _sized_domain(dp, n: int):
+    """The stand-in's domain: float vectors of size n (one per sample size, reused across strata)."""
+    return dp.vector_domain(_stand_in_pieces(dp)[0], size=n)
 
 
 def composed_by_opendp(dp, epsilons) -> float:

@@ -331,9 +331,10 @@ def _top(values) -> float:
     return math.nan if any(math.isnan(x) for x in xs) else max(xs)
 
 
-def _person_charge(cells, group, disjoint) -> tuple[float, float, float]:
-    """(ε, δ, ρ) of one person in one key group: ``cells`` are the (block, cell, record) the person is in,
-    ``group`` all (block, cell, record) of the group. ρ is never amplified (zCDP gains nothing from sampling)."""
+def _person_charge(cells, separates) -> tuple[float, float, float]:
+    """(ε, δ, ρ) of one person in one key group: ``cells`` are the (block, cell, record) the person is in;
+    ``separates(X)`` tells whether every block of the group is X or disjoint from X. ρ is never amplified (zCDP
+    gains nothing from sampling)."""
     if not cells:
         return 0.0, 0.0, 0.0
     rho = sum_up(c.rho for _, c, _ in cells)
@@ -343,7 +344,7 @@ def _person_charge(cells, group, disjoint) -> tuple[float, float, float]:
         Ns = {c.N for _, c, _ in cells}
         nested = (len(Ns) == 1 and None not in Ns
                   and all((r.sample or {}).get("key") and r.sample.get("scheme") == "srswor" for _, _, r in cells)
-                  and all(b == X or disjoint(X, b) for b, _, _ in group))
+                  and separates(X))
         if nested:
             # one key, one set of units: SRS draws are nested, so the person's releases act as one mechanism
             # on the largest sample (docs/release.md §6): sum the nominal budgets, amplify once at its rate
@@ -378,8 +379,23 @@ def _compose(records) -> tuple[float, float, float]:
         for b in bs:
             partition_of.setdefault(b, set()).add(P)
 
-    def disjoint(x, y):
-        return x != y and bool(partition_of[x] & partition_of[y])
+    # a block y ≠ X is disjoint from X when some partition holds both, i.e. when y is in a partition of X: whether
+    # every block of a group is, depends only on X's partitions (one answer per group and set of partitions)
+    group_blocks = {g: {b for _, b, _, _ in cells} for g, cells in groups.items()}
+    by_block = {g: {} for g in groups}
+    for g, cells in groups.items():
+        for P, b, c, r in cells:
+            by_block[g].setdefault((P, b), []).append((b, c, r))
+    answers: dict = {}
+
+    def separator(g):
+        def separates(X) -> bool:
+            parts_of_x = frozenset(partition_of[X])
+            if (g, parts_of_x) not in answers:
+                near = set().union(*(blocks[P] for P in parts_of_x))
+                answers[g, parts_of_x] = group_blocks[g] <= near
+            return answers[g, parts_of_x]
+        return separates
 
     def worst(keys) -> tuple[float, float, float]:
         parts = sorted({P for g in keys for P, _, _, _ in groups[g]})
@@ -397,12 +413,13 @@ def _compose(records) -> tuple[float, float, float]:
                     sum_up(max(c.delta_nominal for c in cs) for cs in per_part.values()),
                     sum_up(_top(c.rho for c in cs) for cs in per_part.values()))
         best_e, best_d, best_r = 0.0, 0.0, 0.0
+        separates = {g: separator(g) for g in keys}
         for combo in itertools.product(*choices):
-            chosen = dict(zip(parts, combo))
             es, ds, rs = [], [], []
             for g in keys:
-                members = [(b, c, r) for P, b, c, r in groups[g] if chosen[P] == b]
-                e, d, rr = _person_charge(members, [(b, c, r) for _, b, c, r in groups[g]], disjoint)
+                # the group's cells this person is in: those of the chosen block of every partition
+                members = [x for P, b in zip(parts, combo) for x in by_block[g].get((P, b), ())]
+                e, d, rr = _person_charge(members, separates[g])
                 es.append(e)
                 ds.append(d)
                 rs.append(rr)

@@ -72,36 +72,49 @@ def plan_stratified(model, n, *, dp=None, progress: bool = False) -> list[Stratu
     n = np.asarray(n, dtype=np.int64)
     eps = float(model.epsilon)
     deltas = [model.sensitivity_of(j) for j in range(model.J)]     # Δ_j: variable j's own sensitivity
+    shares = [float(x) for x in model.shares]
+    sens = _sensitivity_record(model)
+    cache: dict = {}               # one OpenDP certification per distinct scale (docs/release.md §3)
+    done: dict[tuple[int, int], tuple] = {}     # strata of equal (N_h, n_h) share one plan: it depends on nothing else
     plans = []
     for h in progress_iter(range(model.k), "plan", progress):
         Nh, nh = int(model.N[h]), int(n[h])
         if nh < 1:
             raise ValueError(f"stratum {model.labels[h]!r} has n = 0: every stratum needs a sample to be estimated")
-        target = nominal_within(eps, nh, Nh)
-        shrink = 1.0
-        for _ in range(_MAX_SHRINK):
-            goal = target * shrink
-            scales, spent = [], []
-            for j in range(model.J):
-                s, e = _opendp.search_scale(dp, mechanism, deltas[j], goal * float(model.shares[j]))
-                scales.append(s)
-                spent.append(e)
-            cell = Cell(model.labels[h], [Measurement("", mech, d, s, e) for d, s, e in zip(deltas, scales, spent)],
-                        Nh, nh)
-            ours = cell.epsilon
-            theirs = _opendp.amplified_by_opendp(dp, _opendp.composed_by_opendp(dp, spent), nh, Nh)
-            if ours <= eps and theirs <= eps:
-                break
-            shrink *= 1.0 - 2.0 ** -40
-        else:  # pragma: no cover - the shrink step is far larger than any rounding
-            raise RuntimeError(f"stratum {model.labels[h]!r}: could not fit the budget under epsilon={eps!r}")
-        if abs(ours - theirs) > 1e-9 * max(ours, theirs):
-            raise RuntimeError(f"stratum {model.labels[h]!r}: dpopt's accountant ({ours!r}) and OpenDP's "
-                               f"({theirs!r}) disagree")
-        plans.append(StratumPlan(model.labels[h], Nh, nh, eps, target, scales, spent,
-                                 [_opendp.variance_at_scale(mechanism, s) for s in scales], ours, theirs,
-                                 mech, _sensitivity_record(model), [float(x) for x in model.shares]))
+        if (Nh, nh) not in done:
+            done[Nh, nh] = _plan_cell(dp, model, mechanism, deltas, Nh, nh, model.labels[h], cache)
+        target, scales, spent, variance, ours, theirs = done[Nh, nh]
+        plans.append(StratumPlan(model.labels[h], Nh, nh, eps, target, list(scales), list(spent), list(variance),
+                                 ours, theirs, mech, sens, list(shares)))
     return plans
+
+
+def _plan_cell(dp, model, mechanism, deltas, Nh, nh, label, cache) -> tuple:
+    """(nominal target, scales, spent, noise variances, dpopt's amplified ε, OpenDP's) of a stratum of N_h units
+    with n_h sampled: the largest nominal budget whose amplification is ≤ ε, each variable's scale from the closed
+    form certified by OpenDP's map (:func:`_opendp.search_scale`), both accountants' amplified ε ≤ ε (a shrink
+    step repeats the search otherwise) and agreeing to 1e-9."""
+    eps, mech = float(model.epsilon), mechanism.name
+    target = nominal_within(eps, nh, Nh)
+    shrink = 1.0
+    for _ in range(_MAX_SHRINK):
+        goal = target * shrink
+        scales, spent = [], []
+        for j in range(model.J):
+            s, e = _opendp.search_scale(dp, mechanism, deltas[j], goal * float(model.shares[j]), cache=cache)
+            scales.append(s)
+            spent.append(e)
+        cell = Cell(label, [Measurement("", mech, d, s, e) for d, s, e in zip(deltas, scales, spent)], Nh, nh)
+        ours = cell.epsilon
+        theirs = _opendp.amplified_by_opendp(dp, _opendp.composed_by_opendp(dp, spent), nh, Nh)
+        if ours <= eps and theirs <= eps:
+            break
+        shrink *= 1.0 - 2.0 ** -40
+    else:  # pragma: no cover - the shrink step is far larger than any rounding
+        raise RuntimeError(f"stratum {label!r}: could not fit the budget under epsilon={eps!r}")
+    if abs(ours - theirs) > 1e-9 * max(ours, theirs):
+        raise RuntimeError(f"stratum {label!r}: dpopt's accountant ({ours!r}) and OpenDP's ({theirs!r}) disagree")
+    return target, scales, spent, [_opendp.variance_at_scale(mechanism, s) for s in scales], ours, theirs
 
 
 def _gaussian_measurements(dp, model, mechanism, h, nh, scales, nominal_delta):
@@ -392,15 +405,22 @@ def release_stratified(model, sample, values, *, ledger: PrivacyLedger | None = 
     ledger.charge(record)             # raises BudgetExceeded before any noise is drawn
     # clamp, then noise (every draw by OpenDP)
     Yc = np.clip(Y, lo[None, :], hi[None, :])         # variable j to its own [lo_j, hi_j]
-    clamped = np.zeros((model.k, model.J), dtype=np.int64)
+    clamped = np.stack([np.bincount(sample.stratum, weights=Yc[:, j] != Y[:, j], minlength=model.k)
+                        for j in range(model.J)], axis=1).astype(np.int64)
     Z = np.empty_like(Yc)
-    for h, p in enumerate(progress_iter(plan, "release", progress)):
-        rows = np.flatnonzero(sample.stratum == h)
+    order = np.argsort(sample.stratum, kind="stable")
+    bounds = np.searchsorted(sample.stratum[order], np.arange(model.k + 1))
+    # one OpenDP measurement per distinct scale, applied to the responses of every stratum that has it (the
+    # noise is drawn independently per value, so this is the same release as one measurement per stratum)
+    groups: dict[tuple[int, float], list[int]] = {}
+    for h, p in enumerate(plan):
         for j in range(model.J):
-            clamped[h, j] = int(np.sum(Yc[rows, j] != Y[rows, j]))
-            vals = Yc[rows, j]
-            Z[rows, j] = _opendp.privatise(dp, mechanism, p.scales[j], vals.astype(np.int64).tolist()
-                                           if mechanism.integer_data else vals.tolist())
+            groups.setdefault((j, p.scales[j]), []).append(h)
+    for (j, scale), strata in progress_iter(list(groups.items()), "release", progress):
+        rows = np.concatenate([order[bounds[h]:bounds[h + 1]] for h in strata])
+        vals = Yc[rows, j]
+        Z[rows, j] = _opendp.privatise(dp, mechanism, scale, vals.astype(np.int64).tolist()
+                                       if mechanism.integer_data else vals.tolist())
     est = estimate_stratified(Z, sample.stratum, model.N, n, np.array([p.noise_variance for p in plan]), confidence)
     return StratifiedRelease(list(model.variables), est["estimate"], est["se"], est["ci"], confidence,
                              list(model.labels), model.N.copy(), np.asarray(n).copy(), est["stratum_mean"],
@@ -414,14 +434,14 @@ def _warn_if_useless(model, n, plan, confidence: float) -> None:
     gives a confidence interval wider than the value range itself, i.e. an estimate that says less than
     the range the responses are clamped to."""
     import warnings
-    from scipy.stats import norm
+    from scipy.special import ndtri     # the normal quantile (scipy.stats costs seconds to import)
 
     n = np.asarray(n, dtype=float)
     W, f = model.N / model.N.sum(), n / model.N
     gamma2 = np.array([p.noise_variance for p in plan])                    # k × J
     S2 = model.sigma2_matrix
     se = np.sqrt(np.sum((W ** 2 / n)[:, None] * ((1 - f)[:, None] * S2 + gamma2), axis=0))
-    width = 2 * float(norm.ppf(0.5 + confidence / 2)) * se
+    width = 2 * float(ndtri(0.5 + confidence / 2)) * se
     for j, v in enumerate(model.variables):
         lo, hi = model.value_range_of(j)        # each variable against its own range
         if width[j] > hi - lo:
@@ -459,6 +479,7 @@ def _check_plan(dp, model, n, plan) -> list[StratumPlan]:
     shares = [float(x) for x in model.shares]
     deltas = [model.sensitivity_of(j) for j in range(model.J)]
     d_in = [mechanism.sensitivity_argument(d) for d in deltas]
+    cache: dict = {}                  # OpenDP's map read once per distinct scale
     out = []
     for h, p in enumerate(plan):
         want = {"label": model.labels[h], "N": int(model.N[h]), "n": int(n[h]), "epsilon_target": eps,
@@ -474,7 +495,7 @@ def _check_plan(dp, model, n, plan) -> list[StratumPlan]:
         for j, s in enumerate(p.scales):
             if not (isinstance(s, float) and math.isfinite(s) and s > 0):
                 raise ValueError(f"plan[{h}].scales[{j}] must be a finite float > 0, got {s!r}")
-            spent.append(float(mechanism.opendp_measurement(dp, s).map(d_in[j])))
+            spent.append(_opendp.certified_spend(dp, mechanism, s, d_in[j], cache))
         cell = Cell(p.label, [Measurement("", mech, d, s, e) for d, s, e in zip(deltas, p.scales, spent)], p.N, p.n)
         if spent != [float(e) for e in p.nominal_spent] or not cell.epsilon <= eps:
             raise ValueError(f"plan[{h}] (stratum {p.label!r}): its scales spend nominal epsilon {spent!r}, "

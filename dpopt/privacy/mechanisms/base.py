@@ -119,6 +119,15 @@ def _budget(epsilon) -> np.ndarray:
     return eps
 
 
+@functools.lru_cache(maxsize=8)
+def opendp_l1_space(dp, integer: bool) -> tuple:
+    """(vector domain, L1 distance) of OpenDP's noise measurements on floats (no NaN) or integers, built once per
+    OpenDP module: building them costs more than the measurement itself, and a plan builds one per scale."""
+    if integer:
+        return dp.vector_domain(dp.atom_domain(T=int)), dp.l1_distance(T=int)
+    return dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l1_distance(T=float)
+
+
 def _scale(sensitivity) -> float:
     return V.positive("sensitivity", sensitivity)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import _validate as V
-from .base import Mechanism, Unsupported, _budget, _finite_variance, _scale
+from .base import Mechanism, Unsupported, _budget, _finite_variance, _scale, opendp_l1_space
 
 # Taylor coefficients of h(t) in powers t^0, t^2, t^4, ... (from the Laurent series of 1/sinh²).
 _H_COEF = np.array([-1 / 6, 1 / 120, -1 / 3024, 1 / 86400, -1 / 2661120, 691 / 59439744000,
@@ -127,8 +127,7 @@ class DiscreteLaplace(Mechanism, _builtin=True):
         return 0.5 * cp.power(cp.atoms.elementwise.hyperbolic.sinh(t / 2.0), -2)
 
     def opendp_measurement(self, dp, scale):
-        space = dp.vector_domain(dp.atom_domain(T=int)), dp.l1_distance(T=int)
-        return dp.m.make_geometric(*space, scale=scale)
+        return dp.m.make_geometric(*opendp_l1_space(dp, True), scale=scale)
 
     def sample(self, epsilon, sensitivity=1.0, size=None, rng=None):
         rng = np.random.default_rng(rng)

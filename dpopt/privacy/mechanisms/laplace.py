@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Mechanism, _budget, _finite_variance, _scale
+from .base import Mechanism, _budget, _finite_variance, _scale, opendp_l1_space
 
 
 def laplace_variance(epsilon, sensitivity=1.0, order: int = 0) -> tuple:
@@ -52,8 +52,7 @@ class Laplace(Mechanism, _builtin=True):
 
     def opendp_measurement(self, dp, scale):
         # OpenDP samples on a fine grid with discrete Laplace noise and accounts for it (no float Laplace)
-        space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l1_distance(T=float)
-        return dp.m.make_laplace(*space, scale=scale)
+        return dp.m.make_laplace(*opendp_l1_space(dp, False), scale=scale)
 
     def sample(self, epsilon, sensitivity=1.0, size=None, rng=None):
         rng = np.random.default_rng(rng)
