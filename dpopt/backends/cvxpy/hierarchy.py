@@ -32,7 +32,7 @@ import numpy as np
 
 from ...models.hierarchy import HierarchyBudget
 from ... import _validate as V
-from ...options import default_rel_gap
+from ...options import default_rel_gap, time_limit_or_default
 from ...numerics import bisect
 from ...registry import register
 from ...result import Certificate, Solution, Status
@@ -180,7 +180,9 @@ def solve_hierarchy_cvxpy(model: HierarchyBudget, solver: str | None = None, rel
         Bp.value = np.hstack([Bcut, np.repeat(Bcut[:, :1], K - k, axis=1)])
         try:
             absorb_highs_banner()   # HiGHS prints a banner on stdout on its first use in a process
-            prob.solve(solver=solver, **lp_opts)
+            # every LP gets what is left of the limit (None: the one default), so one LP cannot overrun it
+            left = max(time_limit_or_default(time_limit) - (time.perf_counter() - t0), 1e-3)
+            prob.solve(solver=solver, **lp_opts, **({"time_limit": left} if solver in ("HIGHS", "CLARABEL") else {}))
             _status.record(prob.status)     # the solver's own reason: Solution.termination
         except Exception as exc:  # noqa: BLE001 - solver fault becomes a status
             status_msg = f"LP solver {solver} failed: {exc}"
