@@ -10,7 +10,6 @@ import numpy as np
 from ...result import Solution, Status
 from .. import _status
 from .._secant import _CVXPY_SOLVERS, _finish, _prepare
-from .._status import status_of
 from .._highs import absorb_highs_banner
 
 
@@ -55,7 +54,7 @@ def solve_cvxpy(model, **options) -> Solution:
         return Solution(status=Status.ERROR, solver=key, message=f"cvxpy/{key}: {exc}")
     st = prob.status
     pt = None if n.value is None else np.round(n.value).astype(np.int64)
-    word = status_of("cvxpy", st, pt is not None).value     # the one cvxpy map (backends/_status.py)
+    word = _status.cvxpy_status(prob, pt is not None).value     # the one cvxpy map (backends/_status.py)
     # cvxpy reports no dual bound for MILPs: without one the answer cannot be certified optimal
     bound = prob.value * milp.obj_scale if word == "optimal" and prob.value is not None else -math.inf
     if word == "optimal":

@@ -46,7 +46,6 @@ from .build import (CvxpyUnsupported, _design, noise_variance_hook, build_cvxpy_
                     dcp_coefficients, linearisation_bound)
 
 
-from .._status import status_of
 
 
 def _left(time_limit, t0) -> float:
@@ -90,7 +89,7 @@ def _solve_dcp(model, integer: bool, time_limit, t0) -> Solution:
                             message=f"{solver} reached the time limit ({wall:.3g} s) without a point")
         return Solution(Status.ERROR, backend="cvxpy", solver=solver.lower(), wall_time=wall,
                         message=f"{type(exc).__name__}: {exc}")
-    status = status_of("cvxpy", prob.status)     # the one cvxpy map (backends/_status.py)
+    status = _status.cvxpy_status(prob)     # the one cvxpy map (backends/_status.py), SCIP's limits read as such
     val = var["n"].value
     msg = f"{solver}: {prob.status}"
     if val is None or status in (Status.INFEASIBLE, Status.ERROR):
