@@ -42,6 +42,7 @@ _DESCRIPTION = ("cvxpy: DCP (DLap/TuLap) with Clarabel / SCIP; DNLP with IPOPT (
 
 
 from .._highs import absorb_highs_banner
+from ...formulations.repair import SOLVER_TOL
 from .build import (CvxpyUnsupported, _design, noise_variance_hook, build_cvxpy_problem,  # noqa: F401
                     dcp_coefficients, linearisation_bound)
 
@@ -232,6 +233,13 @@ def _solve_dnlp(model, time_limit, gap_tol: float, t0) -> Solution:
         if prob.status == "user_limit":
             sol.status = Status.TIME_LIMIT
             msg = "IPOPT (cvxpy DNLP) stopped at its time or iteration limit"
+        if not model.is_feasible(x, tol=SOLVER_TOL):
+            # an uncertified iterate is returned only when it satisfies the model (as on the Pyomo routes): a
+            # point stopped mid-way may violate the rows
+            return Solution(sol.status if sol.status == Status.TIME_LIMIT else Status.ERROR, backend="cvxpy",
+                            solver="ipopt", wall_time=time.perf_counter() - t0, termination=str(prob.status),
+                            message=f"{msg}; no point: IPOPT's iterate violates the model's rows beyond relative "
+                                    f"tolerance {SOLVER_TOL:g}")
         sol.message = f"{msg}; not certified (gap {gap:.2e}, feasible {feasible})"
     sol.certificate = Certificate("gap", certified, lower_bound=lb, gap=gap, tolerance=gap_tol,
                                   message="linearisation (Frank-Wolfe) bound at the IPOPT point")

@@ -397,6 +397,9 @@ class BuildClock:
         else:
             rate = (now - self._first[0]) / max(self.done - self._first[1], 1)
         rest = rate * max(self.units - self.done, 0)
+        if now > self.deadline:
+            raise OutOfTime(f"the time limit {self.time_limit:g} s passed while building {self.what} ({self.done} "
+                            f"of {self.units} units in {built:.3g} s)")
         if now + rest + self.handover * (built + rest) > self.deadline:
             raise OutOfTime(f"building {self.what} ({self.done} of {self.units} units in {built:.3g} s) and "
                             f"handing it to the solver through Pyomo would take about "
