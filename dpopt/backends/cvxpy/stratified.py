@@ -55,7 +55,7 @@ def _left(time_limit, t0) -> float:
     and the time cvxpy spent before it counts."""
     from ...options import time_limit_or_default
 
-    return max(time_limit_or_default(time_limit) - (time.perf_counter() - t0), 1e-3)
+    return max(time_limit_or_default(time_limit) - (time.perf_counter() - t0), 1e-9)
 
 
 def _check(time_limit, method=None):
@@ -85,7 +85,7 @@ def _solve_dcp(model, integer: bool, time_limit, t0) -> Solution:
         _status.record(prob.status)     # the solver's own reason: Solution.termination
     except Exception as exc:  # solver faults become a status
         wall = time.perf_counter() - t0
-        if _left(time_limit, t0) <= 1e-3:   # SCIP stopped without a point: cvxpy raises
+        if _left(time_limit, t0) <= 1e-6:   # SCIP stopped without a point: cvxpy raises
             return Solution(Status.TIME_LIMIT, backend="cvxpy", solver=solver.lower(), wall_time=wall,
                             message=f"{solver} reached the time limit ({wall:.3g} s) without a point")
         return Solution(Status.ERROR, backend="cvxpy", solver=solver.lower(), wall_time=wall,
@@ -171,7 +171,7 @@ def _tangent_cuts(model: StratifiedDesign, time_limit, gap_tol: float, max_iter:
         if gap <= gap_tol:
             status, msg = Status.OPTIMAL, f"tangent cuts: gap {gap:.2e} after {it} LPs"
             break
-        if _left(time_limit, t0) <= 1e-3:
+        if _left(time_limit, t0) <= 1e-6:
             status, msg = Status.TIME_LIMIT, f"time limit: gap {gap:.2e} after {it} LPs"
             break
         for i in range(k):
