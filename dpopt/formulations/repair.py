@@ -6,6 +6,7 @@ wrong ``infeasible`` claim)."""
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 
@@ -37,21 +38,31 @@ def max_violation(model, n) -> float:
     return max(float(np.max(prog.violation(n))), 0.0)
 
 
-def repair_integer_point(model, n):
+def repair_integer_point(model, n, deadline: float | None = None):
     """A feasible integer point a few unit moves from ``n`` (a rounded solver point that violates a constraint
     by the solver's tolerance), or None.
 
     Greedy and bounded: each step takes the move that most reduces :func:`max_violation` (ties: the smaller
     objective) among the exchanges of one unit between two strata (designs with a fixed total) or the ±1 moves
     of one stratum (min-cost designs), and stops when the point is feasible, when no move reduces the violation,
-    or after ``REPAIR_MOVES + 2k`` moves."""
+    after ``REPAIR_MOVES + 2k`` moves, or at ``deadline`` (a ``time.perf_counter`` instant: a solve's time
+    limit covers its repair)."""
     n = np.asarray(n, dtype=np.int64).copy()
     k = model.k
     lo, hi = np.asarray(model.lower, dtype=np.int64), np.asarray(model.upper, dtype=np.int64)
+    prog = program_of(model)
+
+    def violation(x):
+        if np.any(x < lo) or np.any(x > hi):
+            return math.inf
+        return max(float(np.max(prog.violation(x.astype(float)))), 0.0) if prog.m else 0.0
+
     for _ in range(REPAIR_MOVES + 2 * k):
         if model.is_feasible(n):
             return n
-        current = max_violation(model, n)
+        if deadline is not None and time.perf_counter() > deadline:
+            return None
+        current = violation(n)
         if isinstance(model, StratifiedDesign):
             moves = [(i, j) for i in range(k) if n[i] > lo[i] for j in range(k) if j != i and n[j] < hi[j]]
         else:
@@ -63,7 +74,7 @@ def repair_integer_point(model, n):
                 cand[i] -= 1
             if j >= 0:
                 cand[j] += 1
-            key = (max_violation(model, cand), model.objective_value(cand))
+            key = (violation(cand), model.objective_value(cand))
             if best is None or key < best[0]:
                 best = (key, cand)
         if best is None or not best[0][0] < current:

@@ -35,7 +35,7 @@ def _word(status) -> str:
 def solution_from(model, point, bound: float, solver_status, *, rel_gap: float | None = 0.0, solver: str = "",
                   message: str = "", program: SeparableProgram | None = None, repair: bool = True,
                   bound_source: str = "solver bound", solver_proof: bool = False,
-                  t0: float | None = None) -> Solution:
+                  t0: float | None = None, deadline: float | None = None) -> Solution:
     """The :class:`Solution` (with its gap certificate) of an integer answer to ``model``'s program.
 
     ``point``: the solver's integer design (rounded here), or None when it returned none. ``bound``: a proven
@@ -44,7 +44,7 @@ def solution_from(model, point, bound: float, solver_status, *, rel_gap: float |
     only what happens without a usable point (infeasible, time limit, error). ``rel_gap``: the gap the caller
     allowed (the certificate holds within ``rel_gap + PROVEN_GAP``). ``repair``: move a point that fails the
     feasibility test by unit moves to a feasible one (switch off when the solver's model holds rows dpopt
-    does not know, e.g. a user's own rows). ``solver_proof``: the solver's ``optimal`` counts as a proof when
+    does not know, e.g. a user's own rows), giving up at ``deadline`` (a ``time.perf_counter`` instant). ``solver_proof``: the solver's ``optimal`` counts as a proof when
     it was asked for gap 0 (``rel_gap`` 0) on the exact model and its point is kept unrepaired (a spatial branch
     and bound such as SCIP's closes its gap only to its own tolerances, ~1e-6 relative). ``t0``: a ``time.perf_counter()`` start for ``wall_time``.
 
@@ -67,7 +67,7 @@ def solution_from(model, point, bound: float, solver_status, *, rel_gap: float |
             worst = float(np.max(prog.violation(clipped.astype(float)))) if prog.m else 0.0
         fixed = None
         if repair:
-            fixed = repair_integer_point(model, clipped)
+            fixed = repair_integer_point(model, clipped, deadline=deadline)
         message += (f"; the solver's point violated a row by {worst:.2e} (relative), within its own tolerance"
                     + (("; repaired by unit moves (optimal only if its gap to the bound proves it)" if fixed is not None
                         else "; no repair found") if repair else "; not repaired"))

@@ -32,7 +32,7 @@ import numpy as np
 
 from ...models.hierarchy import HierarchyBudget
 from ... import _validate as V
-from ...options import default_rel_gap
+from ...options import default_rel_gap, time_limit_or_default
 from ...numerics import bisect
 from ...registry import register
 from ...result import Certificate, Solution, Status
@@ -180,10 +180,15 @@ def solve_hierarchy_cvxpy(model: HierarchyBudget, solver: str | None = None, rel
         Bp.value = np.hstack([Bcut, np.repeat(Bcut[:, :1], K - k, axis=1)])
         try:
             absorb_highs_banner()   # HiGHS prints a banner on stdout on its first use in a process
-            prob.solve(solver=solver, **lp_opts)
+            # every LP gets what is left of the limit (None: the one default), so one LP cannot overrun it
+            left = max(time_limit_or_default(time_limit) - (time.perf_counter() - t0), 1e-3)
+            prob.solve(solver=solver, **lp_opts, **({"time_limit": left} if solver in ("HIGHS", "CLARABEL") else {}))
             _status.record(prob.status)     # the solver's own reason: Solution.termination
         except Exception as exc:  # noqa: BLE001 - solver fault becomes a status
             status_msg = f"LP solver {solver} failed: {exc}"
+            break
+        if prob.status == "user_limit":         # the LP stopped at what was left of the limit
+            timed_out = True
             break
         if prob.status not in ("optimal", "optimal_inaccurate") or sv.value is None:
             status_msg = f"LP status {prob.status}"
@@ -218,6 +223,14 @@ def solve_hierarchy_cvxpy(model: HierarchyBudget, solver: str | None = None, rel
             timed_out = True
             break
     wall = time.perf_counter() - t0
+    if best_eps is None and timed_out:
+        # stopped before the first LP's point: the uniform split made feasible, if it is, with no bound
+        eps = model.make_feasible(np.asarray(model.uniform_split(), dtype=float))
+        if (math.fsum(eps) <= model.epsilon_total) if budget else (model.objective_value(eps) <= model.mse_target):
+            ub, best_eps = (model.objective_value(eps) if budget else math.fsum(eps)), eps
+        else:
+            return Solution(Status.TIME_LIMIT, backend="cvxpy", solver=solver, wall_time=wall,
+                            message="time limit reached before the first LP's point; no feasible point")
     if best_eps is None:
         return Solution(Status.ERROR, backend="cvxpy", solver=solver,
                         message=status_msg or "no feasible point found", wall_time=wall)

@@ -26,6 +26,7 @@ import time
 import numpy as np
 
 from ... import _validate as V
+from ...options import time_limit_or_default
 from ...models.importance import DEFAULT_REL_GAP, ImportanceSampling, log_target
 from ...registry import register
 from ...result import Solution, Status
@@ -96,8 +97,8 @@ def solve_cvxpy(model: ImportanceSampling, solver: str | None = None, time_limit
     for name in order:
         opts = dict(_ACCURACY.get(name, {}), **extra)
         key = _TIME_OPTION.get(name)
-        if time_limit is not None and key:
-            opts.setdefault(key, max(time_limit - (time.perf_counter() - t0), 1e-3))
+        if key:     # what is left of the limit (None: the one default, so no solve runs unbounded)
+            opts.setdefault(key, max(time_limit_or_default(time_limit) - (time.perf_counter() - t0), 1e-3))
         try:
             absorb_highs_banner()   # HiGHS prints a banner on stdout on its first use in a process
             prob.solve(solver=name, verbose=verbose, **opts)

@@ -42,11 +42,20 @@ _DESCRIPTION = ("cvxpy: DCP (DLap/TuLap) with Clarabel / SCIP; DNLP with IPOPT (
 
 
 from .._highs import absorb_highs_banner
+from ...formulations.repair import SOLVER_TOL
 from .build import (CvxpyUnsupported, _design, noise_variance_hook, build_cvxpy_problem,  # noqa: F401
                     dcp_coefficients, linearisation_bound)
 
 
-from .._status import status_of
+
+
+def _left(time_limit, t0) -> float:
+    """Seconds left for the solver of a call started at ``t0`` (``time.perf_counter``) with ``time_limit``
+    (None: the one default, :data:`dpopt.options.DEFAULT_TIME_LIMIT`): every solver call gets a finite limit,
+    and the time cvxpy spent before it counts."""
+    from ...options import time_limit_or_default
+
+    return max(time_limit_or_default(time_limit) - (time.perf_counter() - t0), 1e-9)
 
 
 def _check(time_limit, method=None):
@@ -65,26 +74,23 @@ def _solve_dcp(model, integer: bool, time_limit, t0) -> Solution:
     prob, var = build_cvxpy_problem(model, integer=integer)
     kw = {}
     if integer:
-        params = {"limits/gap": 0.0, "misc/usesymmetry": 0}
-        if time_limit is not None:
-            params["limits/time"] = float(time_limit)
+        params = {"limits/gap": 0.0, "misc/usesymmetry": 0, "limits/time": _left(time_limit, t0)}
         kw["scip_params"] = params
     else:
-        kw.update(tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10, max_iter=500)
-        if time_limit is not None:
-            kw["time_limit"] = float(time_limit)
+        kw.update(tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10, max_iter=500,
+                  time_limit=_left(time_limit, t0))
     try:
         absorb_highs_banner()   # HiGHS prints a banner on stdout on its first use in a process
         prob.solve(solver=solver, **kw)
         _status.record(prob.status)     # the solver's own reason: Solution.termination
     except Exception as exc:  # solver faults become a status
         wall = time.perf_counter() - t0
-        if time_limit is not None and wall >= time_limit:   # SCIP stopped without a point: cvxpy raises
+        if _left(time_limit, t0) <= 1e-6:   # SCIP stopped without a point: cvxpy raises
             return Solution(Status.TIME_LIMIT, backend="cvxpy", solver=solver.lower(), wall_time=wall,
-                            message=f"{solver} reached the time limit ({time_limit:g} s) without a point")
+                            message=f"{solver} reached the time limit ({wall:.3g} s) without a point")
         return Solution(Status.ERROR, backend="cvxpy", solver=solver.lower(), wall_time=wall,
                         message=f"{type(exc).__name__}: {exc}")
-    status = status_of("cvxpy", prob.status)     # the one cvxpy map (backends/_status.py)
+    status = _status.cvxpy_status(prob)     # the one cvxpy map (backends/_status.py), SCIP's limits read as such
     val = var["n"].value
     msg = f"{solver}: {prob.status}"
     if val is None or status in (Status.INFEASIBLE, Status.ERROR):
@@ -144,7 +150,7 @@ def _tangent_cuts(model: StratifiedDesign, time_limit, gap_tol: float, max_iter:
         prob = cp.Problem(cp.Minimize(cp.sum(t)), base + cuts)
         try:
             absorb_highs_banner()   # HiGHS prints a banner on stdout on its first use in a process
-            prob.solve(solver=lp_solver, **lp_opts)
+            prob.solve(solver=lp_solver, time_limit=_left(time_limit, t0), **lp_opts)
             _status.record(prob.status)     # the solver's own reason: Solution.termination
         except Exception as exc:
             return Solution(Status.ERROR, backend="cvxpy", solver=lp_solver.lower(),
@@ -165,7 +171,7 @@ def _tangent_cuts(model: StratifiedDesign, time_limit, gap_tol: float, max_iter:
         if gap <= gap_tol:
             status, msg = Status.OPTIMAL, f"tangent cuts: gap {gap:.2e} after {it} LPs"
             break
-        if time_limit is not None and time.perf_counter() - t0 > time_limit:
+        if _left(time_limit, t0) <= 1e-6:
             status, msg = Status.TIME_LIMIT, f"time limit: gap {gap:.2e} after {it} LPs"
             break
         for i in range(k):
@@ -199,9 +205,8 @@ def _solve_dnlp(model, time_limit, gap_tol: float, t0) -> Solution:
     prob, var = build_cvxpy_problem(model, form="dnlp")
     # tol 1e-12 made IPOPT exit "search direction too small" at converged points (Σn = 1e4 is met to 2e-12,
     # i.e. to rounding); optimality comes from the linearisation bound below, not from IPOPT's tolerance
-    opts = {"tol": 1e-10, "acceptable_tol": 1e-8, "print_level": 0, "sb": "yes"}
-    if time_limit is not None:
-        opts["max_wall_time"] = float(time_limit)
+    opts = {"tol": 1e-10, "acceptable_tol": 1e-8, "print_level": 0, "sb": "yes",
+            "max_wall_time": _left(time_limit, t0)}
     try:
         with warnings.catch_warnings():
             # cvxpy cannot see that n ≥ lower ≥ 1 keeps every denominator positive
@@ -228,6 +233,13 @@ def _solve_dnlp(model, time_limit, gap_tol: float, t0) -> Solution:
         if prob.status == "user_limit":
             sol.status = Status.TIME_LIMIT
             msg = "IPOPT (cvxpy DNLP) stopped at its time or iteration limit"
+        if not model.is_feasible(x, tol=SOLVER_TOL):
+            # an uncertified iterate is returned only when it satisfies the model (as on the Pyomo routes): a
+            # point stopped mid-way may violate the rows
+            return Solution(sol.status if sol.status == Status.TIME_LIMIT else Status.ERROR, backend="cvxpy",
+                            solver="ipopt", wall_time=time.perf_counter() - t0, termination=str(prob.status),
+                            message=f"{msg}; no point: IPOPT's iterate violates the model's rows beyond relative "
+                                    f"tolerance {SOLVER_TOL:g}")
         sol.message = f"{msg}; not certified (gap {gap:.2e}, feasible {feasible})"
     sol.certificate = Certificate("gap", certified, lower_bound=lb, gap=gap, tolerance=gap_tol,
                                   message="linearisation (Frank-Wolfe) bound at the IPOPT point")

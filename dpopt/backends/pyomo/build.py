@@ -110,12 +110,15 @@ def _unit_expr(d: StratifiedDesign, i: int, j: int, v, hi: float):
     return (s2 + noise) / v
 
 
-def _row_expr(d: StratifiedDesign, W: np.ndarray, n, hi, divisor: float = 1.0):
-    """Σ_ij (W_ij/divisor)·t_ij(n_i): a row of the separable program (:mod:`dpopt.formulations.separable`)."""
-    out = 0
+def _row_expr(d: StratifiedDesign, W: np.ndarray, n, hi, divisor: float = 1.0, clock=None):
+    """Σ_ij (W_ij/divisor)·t_ij(n_i): a row of the separable program (:mod:`dpopt.formulations.separable`);
+    ``clock`` (a :class:`._solver.BuildClock`, optional) is ticked once per term."""
+    terms = []
     for i, j in zip(*np.nonzero(W)):
-        out = out + (float(W[i, j]) / divisor) * _unit_expr(d, int(i), int(j), n[int(i)], float(hi[i]))
-    return out
+        terms.append((float(W[i, j]) / divisor) * _unit_expr(d, int(i), int(j), n[int(i)], float(hi[i])))
+        if clock is not None:
+            clock.tick(clock.done + 1)
+    return sum(terms) if terms else 0
 
 
 def term_expression(model, i: int, var, variable=0, upper: float | None = None):
@@ -191,7 +194,7 @@ def _milp_cost_scale(incs) -> float:
 
 
 def build_pyomo_model(model, integer: bool = True, formulation: str = "minlp",
-                      max_milp_vars: int = DEFAULT_MAX_MILP_VARS):
+                      max_milp_vars: int = DEFAULT_MAX_MILP_VARS, clock=None):
     """A Pyomo ``ConcreteModel`` of a StratifiedDesign or MinCostDesign.
 
     Attribute ``m.dpopt_model``: the model translated. Components: ``m.S`` (strata), ``m.n[i]`` (sample sizes), ``m.total`` (Σ n = η; sum problem),
@@ -202,7 +205,9 @@ def build_pyomo_model(model, integer: bool = True, formulation: str = "minlp",
     constant); MILP: ``m.delta``, ``m.link``; min-cost: ``m.variance`` (the bound g(n) ≤ V0, scaled by V0).
     Every row of the model is written, or the model is refused: raises ``ValueError`` for options it does not
     know and :class:`PyomoUnsupported` when a mechanism has no closed form or the formulation cannot hold a
-    row (the incremental MILP and precision targets); an ``ImportError`` if Pyomo is missing.
+    row (the incremental MILP and precision targets); an ``ImportError`` if Pyomo is missing. ``clock`` (a
+    :class:`._solver.BuildClock` over ``k·(1 + targets)`` units, optional) is ticked per term of the MINLP and
+    raises :class:`._solver.OutOfTime` once the build would end past its deadline.
     """
     import pyomo.environ as pe
 
@@ -251,15 +256,20 @@ def build_pyomo_model(model, integer: bool = True, formulation: str = "minlp",
 
         def scaled(divisor):   # Σ f_i / divisor with the divisor folded into the weights
             if d.J > 1:        # Σ_i α_i² Σ_j w_j t_ij: the separable program's objective row
-                return _row_expr(d, objective_W, m.n, hi, divisor)
-            return sum(_term_expr(d, i, m.n[i], float(hi[i]), divisor) for i in range(k))
+                return _row_expr(d, objective_W, m.n, hi, divisor, clock)
+            terms = []
+            for i in range(k):
+                terms.append(_term_expr(d, i, m.n[i], float(hi[i]), divisor))
+                if clock is not None:
+                    clock.tick(clock.done + 1)
+            return sum(terms)
 
         for t in targets:
             # the target's row of the separable program: Σ_i β_i² t_ij(n_i) ≤ bound + fpc constant
             W = np.zeros((k, d.J))
             W[:, t.variable] = t.weights
             rhs = float(t.bound + t.fpc_const)
-            m.precision.add(_row_expr(d, W, m.n, hi, rhs) <= 1.0)
+            m.precision.add(_row_expr(d, W, m.n, hi, rhs, clock) <= 1.0)
 
         m.g = pe.Expression(expr=scaled(1.0))
         if isinstance(model, StratifiedDesign):

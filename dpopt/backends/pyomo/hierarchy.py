@@ -100,6 +100,7 @@ def solve_hierarchy_pyomo(model: HierarchyBudget, solver: str = "scip", time_lim
     """Options: ``solver`` ("scip"), ``time_limit`` (s; None: the 300 s default), ``rel_gap`` (the
     certificate's tolerance, default 1e-6), ``verbose``, ``solver_options`` (SCIP parameters, applied last),
     ``max_terms`` (exponential terms allowed)."""
+    t0 = time.perf_counter()
     opts = PY.check_options(time_limit, rel_gap, verbose, solver_options, removed,
                             where="the pyomo backend for hierarchies")
     max_terms = V.option(V.integer, "max_terms", max_terms, minimum=1)
@@ -118,7 +119,6 @@ def solve_hierarchy_pyomo(model: HierarchyBudget, solver: str = "scip", time_lim
         import pyomo.environ as pe
     except ImportError:  # pragma: no cover
         return Solution(Status.UNSUPPORTED, backend="pyomo", message="pyomo is not installed")
-    t0 = time.perf_counter()
     opt, why = PY.open_solver(key)
     if opt is None:
         return Solution(Status.UNSUPPORTED, backend="pyomo", solver=key, message=why)
@@ -138,39 +138,50 @@ def solve_hierarchy_pyomo(model: HierarchyBudget, solver: str = "scip", time_lim
     u = model.uniform_split()
     S = model.objective_value(u) if model.program == "budget" else model.mse_target
 
-    m = pe.ConcreteModel()
-    m.L = pe.RangeSet(0, L - 1)
-    ref = float(np.mean(u))                        # variables s = ε/ref are O(1)
-    m.e = pe.Var(m.L, bounds=lambda _, l: (float(lo[l] / ref), float(hi[l] / ref)),
-                 initialize=lambda _, l: float(u[l] / ref))
-    m.t = pe.Var(m.L, bounds=(0.0, None))
+    # the limit covers the build and Pyomo's hand-over (timed per term; status time_limit once they would end
+    # past it), and SCIP gets what is left
+    clock = PY.BuildClock(t0, opts.time_limit, nterms + L, f"the hierarchy model ({nterms} exponential terms)", key)
+    try:
+        with PY.paused_gc():
+            m = pe.ConcreteModel()
+            m.L = pe.RangeSet(0, L - 1)
+            ref = float(np.mean(u))                        # variables s = ε/ref are O(1)
+            m.e = pe.Var(m.L, bounds=lambda _, l: (float(lo[l] / ref), float(hi[l] / ref)),
+                         initialize=lambda _, l: float(u[l] / ref))
+            m.t = pe.Var(m.L, bounds=(0.0, None))
 
-    def level_expr(mm, l):
-        e = mm.e[l]        # ε = ref·s: fold ref into the coefficients
-        if model.loss == "laplace-variance":
-            inner = 2.0 * float(model.sizes[l])
-        else:
-            const, z, mult = levels[l]
-            inner = const - sum(float(mj) * (1.0 + float(zj * ref) * e) * pe.exp(-float(zj * ref) * e)
-                                for zj, mj in zip(z, mult))
-        return mm.t[l] >= float(w[l] * d2 / (S * ref * ref)) * inner / e ** 2
+            def level_expr(mm, l):
+                e = mm.e[l]        # ε = ref·s: fold ref into the coefficients
+                if model.loss == "laplace-variance":
+                    inner = 2.0 * float(model.sizes[l])
+                else:
+                    const, z, mult = levels[l]
+                    inner = const - sum(float(mj) * (1.0 + float(zj * ref) * e) * pe.exp(-float(zj * ref) * e)
+                                        for zj, mj in zip(z, mult))
+                clock.tick(clock.done + 1 + (0 if model.loss == "laplace-variance" else len(levels[l][1])))
+                return mm.t[l] >= float(w[l] * d2 / (S * ref * ref)) * inner / e ** 2
 
-    m.epi = pe.Constraint(m.L, rule=level_expr)
-    # tangents of the convex level MSE (valid under-estimators): SCIP does not see that the difference of
-    # exponentials is convex, and without them its dual bound stalled (ε = 0.1, 1890 terms: not proven in 300 s)
-    m.tangent = pe.ConstraintList()
-    for l in range(L):
-        for p in np.unique(np.concatenate([np.geomspace(lo[l], hi[l], TANGENTS), [u[l]]])):
-            F, F1 = model.level_terms(float(p), l, order=1)[:2]
-            c = float(w[l]) / S
-            m.tangent.add(m.t[l] >= c * (F - F1 * float(p)) + c * F1 * ref * m.e[l])
-    if model.program == "budget":
-        m.budget = pe.Constraint(expr=sum(m.e[l] for l in m.L) <= float(model.epsilon_total / ref))
-        m.obj = pe.Objective(expr=sum(m.t[l] for l in m.L))
-    else:
-        m.target = pe.Constraint(expr=sum(m.t[l] for l in m.L) <= 1.0)
-        m.obj = pe.Objective(expr=sum(m.e[l] for l in m.L))
-    settings = {**PY.limit_options(key, opts), "limits/gap": SCIP_GAP_FACTOR * gap, "numerics/feastol": 1e-9,
+            m.epi = pe.Constraint(m.L, rule=level_expr)
+            # tangents of the convex level MSE (valid under-estimators): SCIP does not see that the difference of
+            # exponentials is convex, and without them its dual bound stalled (ε = 0.1, 1890 terms: not proven in 300 s)
+            m.tangent = pe.ConstraintList()
+            for l in range(L):
+                for p in np.unique(np.concatenate([np.geomspace(lo[l], hi[l], TANGENTS), [u[l]]])):
+                    F, F1 = model.level_terms(float(p), l, order=1)[:2]
+                    c = float(w[l]) / S
+                    m.tangent.add(m.t[l] >= c * (F - F1 * float(p)) + c * F1 * ref * m.e[l])
+            if model.program == "budget":
+                m.budget = pe.Constraint(expr=sum(m.e[l] for l in m.L) <= float(model.epsilon_total / ref))
+                m.obj = pe.Objective(expr=sum(m.t[l] for l in m.L))
+            else:
+                m.target = pe.Constraint(expr=sum(m.t[l] for l in m.L) <= 1.0)
+                m.obj = pe.Objective(expr=sum(m.e[l] for l in m.L))
+            left = clock.solver_time()
+    except PY.OutOfTime as exc:
+        return Solution(Status.TIME_LIMIT, backend="pyomo", solver=solver, wall_time=time.perf_counter() - t0,
+                        message=f"{exc}; no point (use backend 'exact', or raise time_limit)",
+                        details={"exp_terms": nterms, "build_time": clock.elapsed_build(), **opts.details()})
+    settings = {**PY.limit_options(key, opts, left), "limits/gap": SCIP_GAP_FACTOR * gap, "numerics/feastol": 1e-9,
                 **opts.solver_options}
     details = {"exp_terms": nterms, **opts.details()}
     try:

@@ -57,6 +57,7 @@ def _fail(status, msg, solver="scip", details=None):
 def solve_pyomo(model: SampleSizeProgram, solver: str = "scip", time_limit: float | None = None,
                 rel_gap: float | None = None, verbose: bool = False, solver_options: dict | None = None,
                 **removed) -> Solution:
+    start = time.perf_counter()        # the limit covers the whole call: SCIP gets what is left
     opts = PY.check_options(time_limit, rel_gap, verbose, solver_options, removed,
                             where="the pyomo backend for sample sizes")
     key = PY.solver_key(solver, SOLVERS)
@@ -97,7 +98,8 @@ def solve_pyomo(model: SampleSizeProgram, solver: str = "scip", time_limit: floa
     VN = float(np.min(model.variance(grid)))   # objective scale
     m.obj = pyo.Objective(expr=(model.S2 * (1.0 / m.n - 1.0 / N) + laplace_variance(eps_n, delta)[0]) / VN,
                           sense=pyo.minimize)
-    options = {**_TIGHT, **PY.limit_options(key, opts), **opts.solver_options}
+    left = max(opts.time_limit - (time.perf_counter() - start), 1e-3)
+    options = {**_TIGHT, **PY.limit_options(key, opts, left), **opts.solver_options}
     details = opts.details()
     t0 = time.perf_counter()
     try:

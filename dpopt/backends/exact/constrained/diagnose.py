@@ -16,21 +16,25 @@ import numpy as np
 
 from ....feasibility import FEASIBILITY_TOL
 from ....numerics import fill_cheapest
+from ....options import DIAGNOSIS_TIME_LIMIT
 
 _COST_BUDGET = "cost budget"
 
 
-def _least(design, cost, targets, relax) -> float | None:
+def _least(design, cost, targets, relax, deadline=None) -> float | None:
     """The least Σ cost·n over designs within the bounds meeting ``targets`` (and the design's linear rows
     other than its cost budget), by the continuous relaxation ``relax`` (this backend's); None when it has no
-    point or fails."""
+    point, fails, or the solve's ``deadline`` (a :class:`.deadline.Deadline`) has no time left for it."""
     from ....models.stratified import MinCostDesign
 
     d = copy.copy(design)
     d.constraints = [c for c in design.constraints if c.name != _COST_BUDGET]
     d.precision_targets = list(targets)          # MinCostDesign takes the design's targets as its own
     m = MinCostDesign(d, cost)
-    sol = relax(m, time_limit=5.0)
+    left = None if deadline is None else deadline.left()
+    if left is not None and left < 1e-3:
+        return None
+    sol = relax(m, time_limit=DIAGNOSIS_TIME_LIMIT if left is None else min(DIAGNOSIS_TIME_LIMIT, left))
     if not sol.ok:
         return None
     lb = sol.details.get("lower_bound", sol.objective)
@@ -41,11 +45,12 @@ def _names(targets) -> str:
     return " and ".join(repr(t.name) for t in targets)
 
 
-def explain(model, relax) -> str | None:
+def explain(model, relax, deadline=None) -> str | None:
     """One or two sentences naming the conflicting requirements of a stratified or min-cost design, or None
     when no conflict between its targets, its total and its cost budget is found. ``relax`` solves a
     continuous relaxation (:func:`.solve.relax_constrained`, passed in so that this module needs no import
-    of the solver)."""
+    of the solver); ``deadline``: the solve's clock, whose time left bounds each relaxation (none left: the
+    requirements not yet checked are not named)."""
     from ....models.stratified import MinCostDesign
 
     design = model.design if isinstance(model, MinCostDesign) else model
@@ -66,14 +71,14 @@ def explain(model, relax) -> str | None:
         if limit is None or (cost is None and not fixed_total):
             continue
         c = np.ones(design.k) if cost is None else np.asarray(cost, dtype=float)
-        alone = [(t, _least(design, c, [t], relax)) for t in targets]
+        alone = [(t, _least(design, c, [t], relax, deadline)) for t in targets]
         over = [t for t, need in alone if need is not None and need > limit * (1 + FEASIBILITY_TOL)]
         if over:
             needs = max(need for t, need in alone if t in over)
             out.append(f"the precision target(s) {_names(over)} need {what} of at least {needs:.6g}; {unit} "
                        f"{limit:.6g}")
             continue
-        together = _least(design, c, targets, relax)
+        together = _least(design, c, targets, relax, deadline)
         if together is not None and together > limit * (1 + FEASIBILITY_TOL):
             out.append(f"the precision targets {_names(targets)} together need {what} of at least "
                        f"{together:.6g}; {unit} {limit:.6g}")

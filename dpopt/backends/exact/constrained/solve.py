@@ -71,7 +71,7 @@ def solve_constrained(model, rel_gap: float = DEFAULT_REL_GAP, time_limit: float
         if groups is not None:
             sol = _solve_by_domains(model, prog, groups, rel_gap, deadline)
             if sol is not None and sol.status == Status.INFEASIBLE:
-                return _infeasible(model, sol.message.removeprefix("infeasible: "))
+                return _infeasible(model, sol.message.removeprefix("infeasible: "), deadline)
             if sol is not None:
                 return sol
     parts = _parts(prog)
@@ -82,7 +82,7 @@ def solve_constrained(model, rel_gap: float = DEFAULT_REL_GAP, time_limit: float
 
     results = _solve_parts(parts, run, deadline, gap_b)
     if isinstance(results, str):
-        return _infeasible(model, results)
+        return _infeasible(model, results, deadline)
     joined = _join(prog, parts, results)
     if not joined.found:
         return _unfound(joined, deadline)
@@ -283,10 +283,10 @@ def _without_inequality_rows(model, rel_gap, time_limit, verbose, window, max_mi
     return out
 
 
-def _infeasible(model, reason: str) -> Solution:
+def _infeasible(model, reason: str, deadline=None) -> Solution:
     """Status infeasible, said in the user's terms when the conflict is between the precision targets and the
     total or the cost budget (:mod:`.diagnose`); the solver's own reason is kept in details["reason"]."""
-    why = explain(model, relax_constrained)
+    why = explain(model, relax_constrained, deadline)
     sol = Solution(status=Status.INFEASIBLE, message=f"infeasible: {why or reason}")
     sol.details["reason"] = reason
     return sol
@@ -295,7 +295,7 @@ def _infeasible(model, reason: str) -> Solution:
 def _finish_relaxation(model, prog, res: DualResult, rel_gap, deadline):
     if res.infeasible:
         return _infeasible(model, "the continuous relaxation has no point: the Lagrangian dual exceeds the "
-                                  "objective's maximum over the bounds")
+                                  "objective's maximum over the bounds", deadline)
     x = res.x
     viol = prog.violation(x)
     obj, _ = prog.evaluate(x)
