@@ -10,9 +10,14 @@ Laplace objective is not DCP: cvxpy's integer route refuses, so its *relaxations
 exact's relaxation: DNLP + IPOPT when the ipopt extra is installed, and the tangent-cut fallback). Each route is capped at --time-limit seconds (algorithm1 by its deadline
 and candidate limit; the MILP is skipped when it would need more than --max-milp-vars δ variables).
 
-Usage:  python benchmarks/bench_backends.py [--quick] [--time-limit 60] [--sweep A|B|both]
+  sweep C: the generic solvers on their strongest formulation (the lazily cut secant MILP, the one
+           `dpopt compare` runs by default, docs/constrained.md#the-secant-milp), k = 10 … 1 000 with η = 50·k,
+           plain and with a cost budget at 98 % of the plain optimum's cost; each route capped at 10 s and
+           stopped after its first failure: the largest k each proves within 10 s (issue 20, target 6).
+
+Usage:  python benchmarks/bench_backends.py [--quick] [--time-limit 60] [--sweep A|B|C|all]
 Targets (issue 3): exact ≥ 1000× faster than algorithm1 at k = 12, η = 10⁵; the largest k each MINLP/MILP
-route solves to proven optimality within 60 s is printed at the end.
+route solves to proven optimality within 60 s is printed at the end of sweep A.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from __future__ import annotations
 import argparse
 import time
 import warnings
+
+import numpy as np
 
 
 from dpopt.models.stratified import StratifiedDesign
@@ -44,6 +51,10 @@ def run(model, route: str, tl: float, max_milp_vars: int):
         s = model.solve(backend="pyomo", solver="scip", time_limit=tl)
     elif route == "pyomo-highs":
         s = model.solve(backend="pyomo", solver="highs", time_limit=tl, max_milp_vars=max_milp_vars)
+    elif route == "scip-secant":
+        s = model.solve(backend="pyomo", solver="scip", formulation="secant", time_limit=tl)
+    elif route == "highs-secant":
+        s = model.solve(backend="pyomo", solver="highs", formulation="secant", time_limit=tl)
     elif route == "cvxpy-dnlp":
         s = model.relax(backend="cvxpy", method="dnlp", time_limit=tl)
     elif route == "cvxpy-cuts":
@@ -91,17 +102,55 @@ def bench(cases, tl, max_milp_vars, skip_after_fail=True, scale_to_fit=False):
     return largest
 
 
+SECANT_ROUTES = ["exact", "scip-secant", "highs-secant"]
+
+
+def sweep_c(ks, tl=10.0):
+    """Largest k proven within ``tl`` seconds by each route on the secant MILP (exact as the reference)."""
+    for budget in (False, True):
+        title = "cost budget at 98 % of the plain optimum's cost" if budget else "plain"
+        print(f"\nSweep C ({title}): eta = 50 k, each route capped at {tl:g} s; time and status "
+              "(optimal = proven to gap 1e-9 and equal to exact's objective)")
+        print(f"{'k':>5} | " + " | ".join(f"{r:>24}" for r in SECANT_ROUTES))
+        largest, failed = {r: "-" for r in SECANT_ROUTES}, set()
+        for k in ks:
+            m = paper_model(k, 50 * k, scale_to_fit=True)
+            if budget:
+                base = m.solve(backend="exact")
+                cost = 1.0 + (np.arange(k) % 7)
+                m.add_cost_budget(cost, 0.98 * float(cost @ base.n))
+            cells, ref = [], None
+            for r in SECANT_ROUTES:
+                if r in failed:
+                    cells.append("skipped (failed smaller k)")
+                    continue
+                s, t = run(m, r, tl, 10 ** 9)
+                if r == "exact":
+                    ref = s
+                ok = (s.status.value == "optimal" and ref is not None and ref.status.value == "optimal"
+                      and abs(s.objective - ref.objective) <= 1e-7 * abs(ref.objective) and t <= tl + 1.0)
+                gap = s.certificate.gap if s.certificate is not None else float("nan")
+                cells.append(f"{t:7.2f}s {s.status.value[:10]}" + ("" if ok else f" gap {gap:.1e}"))
+                if ok:
+                    largest[r] = k
+                else:
+                    failed.add(r)
+            print(f"{k:>5} | " + " | ".join(f"{c:>24}" for c in cells), flush=True)
+        print(f"Largest k proven within {tl:g} s ({title}): "
+              + ", ".join(f"{r} k={largest[r]}" for r in SECANT_ROUTES))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="small subset (k ≤ 8, η ≤ 10⁴, 10 s cap)")
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--max-milp-vars", type=int, default=300_000)
-    ap.add_argument("--sweep", default="both", choices=["A", "B", "both"])
+    ap.add_argument("--sweep", default="all", choices=["A", "B", "C", "all"])
     a = ap.parse_args()
     tl = 10.0 if a.quick else a.time_limit
     for r in ("exact", "exact-relax", "algorithm1", "cvxpy-dnlp"):      # warm-up (imports, first-call overheads)
         run(paper_model(3, 100), r, tl, a.max_milp_vars)
-    if a.sweep in ("A", "both"):
+    if a.sweep in ("A", "all"):
         etas = [10 ** 3, 10 ** 4] if a.quick else [10 ** 3, 10 ** 4, 10 ** 5]
         ks = range(2, 9, 2) if a.quick else range(2, 27, 2)
         print(f"\nSweep A: k = {list(ks)}, eta in {etas}; times as ratio to exact (integer) / exact relax (cvxpy)")
@@ -116,10 +165,13 @@ def main():
             # the paper gives no run times in its text (its Figs. 7 and 8 are plots): only our own are compared
             print(f"\nTarget check k=12, eta=1e5: exact {t_ref * 1e3:.2f} ms, algorithm1 {t1:.2f} s "
                   f"({s1.status.value}, candidates {s1.details.get('candidates')}), ratio {t1 / t_ref:.3g}x")
-    if a.sweep in ("B", "both"):
+    if a.sweep in ("B", "all"):
         etas = [30, 100, 1000, 10 ** 4] if a.quick else [30, 100, 1000, 10 ** 4, 10 ** 5, 10 ** 6, 10 ** 7]
         print(f"\nSweep B: k = 10, eta in {etas} (N x10 for eta = 1e6, x100 for eta = 1e7)")
         bench([(10, eta) for eta in etas], tl, a.max_milp_vars, skip_after_fail=False, scale_to_fit=True)
+
+    if a.sweep in ("C", "all"):
+        sweep_c([10, 20, 50] if a.quick else [10, 20, 50, 100, 200, 500, 1000])
 
 
 if __name__ == "__main__":
