@@ -187,9 +187,13 @@ def cell_milp(prog, cells: Cells, lo, hi, anchor, obj_scale: float, lam=None, bu
     rows_all = [prog.objective, *prog.rows]
     allow = prog.allowance() if prog.m else np.zeros(0)
     units = np.array([obj_scale] + (list(prog.row_scale(anchor)) if prog.m else []), dtype=float)
-    # each cell's epigraph column z' = ζ_c·z in the units of the row that weighs it most (ζ_c = max_l κ_lc/unit_l),
-    # so that its coefficients are at most 1 (as the strata's MILP writes each row's epigraph in its own units)
-    zeta = np.max(cells.kappa / units[None, :], axis=1)
+    # each cell's epigraph column z' = ζ_c·z in the units of the constraint that weighs it most (ζ_c = max_l
+    # κ_lc/unit_l over the rows, the objective's only when no row has a term there), so that its coefficients in
+    # the rows are at most 1: scaled by the objective's unit instead, they fell below HiGHS's smallest matrix
+    # value (1e-9) and were dropped, and HiGHS returned points that broke a target by 1 %
+    per = cells.kappa / units[None, :]
+    zeta = np.max(per[:, 1:], axis=1) if prog.m else np.zeros(C)
+    zeta = np.where(zeta > 0, zeta, per[:, 0])
     # columns: M (C), then z' (one per cell with a range and a term)
     zc = np.flatnonzero(free & (zeta > 0))
     zcol = np.full(C, -1)
