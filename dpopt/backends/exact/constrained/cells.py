@@ -187,32 +187,32 @@ def cell_milp(prog, cells: Cells, lo, hi, anchor, obj_scale: float, lam=None, bu
     rows_all = [prog.objective, *prog.rows]
     allow = prog.allowance() if prog.m else np.zeros(0)
     units = np.array([obj_scale] + (list(prog.row_scale(anchor)) if prog.m else []), dtype=float)
-    # each cell's epigraph column z' = ζ_c·z in the units of the constraint that weighs it most (ζ_c = max_l
-    # κ_lc/unit_l over the rows, the objective's only when no row has a term there), so that its coefficients in
-    # the rows are at most 1: scaled by the objective's unit instead, they fell below HiGHS's smallest matrix
-    # value (1e-9) and were dropped, and HiGHS returned points that broke a target by 1 %
-    per = cells.kappa / units[None, :]
-    zeta = np.max(per[:, 1:], axis=1) if prog.m else np.zeros(C)
-    zeta = np.where(zeta > 0, zeta, per[:, 0])
-    # columns: M (C), then z' (one per cell with a range and a term)
-    zc = np.flatnonzero(free & (zeta > 0))
-    zcol = np.full(C, -1)
-    zcol[zc] = C + np.arange(zc.size)
-    ncol = C + zc.size
-    R, Cc, V, rlo, rhi = [], [], [], [], []
-    nrow = 0
-    # epigraph rows (scaled per cell by the largest factor it carries, so that z is O(remainder))
-    seg = (np.flatnonzero((zcol[seg_cell] >= 0) & (v_c >= L[seg_cell]) & (v_c < U[seg_cell])) if owner.size
+    # one epigraph column per (row, cell with a range and a term in that row), in that row's units, exactly as the
+    # strata's secant MILP writes them: z_lc ≥ (κ_lc/unit_l)·(r_v + s_v (M_c − v)) for every segment v. (One column
+    # shared by all rows needed a scale of several orders of magnitude in the objective, which turned HiGHS's
+    # feasibility tolerance on its secant rows into an objective error of 4e-7 relative.)
+    seg = (np.flatnonzero(free[seg_cell] & (v_c >= L[seg_cell]) & (v_c < U[seg_cell])) if owner.size
            else np.zeros(0, dtype=np.int64))
-    if seg.size:
-        idx = np.arange(nrow, nrow + seg.size)
-        zs = zeta[seg_cell[seg]]
-        R += [idx, idx]
-        Cc += [zcol[seg_cell[seg]], seg_cell[seg]]
-        V += [np.ones(seg.size), -zs * s_v[seg]]
-        rlo.append(zs * (r_v[seg] - s_v[seg] * v_c[seg]))
-        rhi.append(np.full(seg.size, np.inf))
-        nrow += seg.size
+    R, Cc, V, rlo, rhi = [], [], [], [], []
+    nrow, ncol = 0, C
+    epi = []            # per row: (cells with a column, their columns)
+    for l in range(len(rows_all)):
+        w = cells.kappa[:, l] / float(units[l])
+        has = free & (w > 0)
+        cols_l = np.full(C, -1)
+        cols_l[has] = ncol + np.arange(int(has.sum()))
+        ncol += int(has.sum())
+        epi.append((np.flatnonzero(has), cols_l[has]))
+        sg = seg[has[seg_cell[seg]]]
+        if sg.size:
+            idx = np.arange(nrow, nrow + sg.size)
+            ws = w[seg_cell[sg]]
+            R += [idx, idx]
+            Cc += [cols_l[seg_cell[sg]], seg_cell[sg]]
+            V += [np.ones(sg.size), -ws * s_v[sg]]
+            rlo.append(ws * (r_v[sg] - s_v[sg] * v_c[sg]))
+            rhi.append(np.full(sg.size, np.inf))
+            nrow += sg.size
     c = np.zeros(ncol)
     offset = 0.0
     con_rows, con_units = [], []
@@ -220,18 +220,17 @@ def cell_milp(prog, cells: Cells, lo, hi, anchor, obj_scale: float, lam=None, bu
         unit = float(units[l])
         kap, lin = cells.kappa[:, l], cells.lin[:, l]
         coef_M = (lin + kap * d_a) / unit
-        coef_z = kap[zc] / unit / zeta[zc]
         const = float(np.sum(kap * (F_a - d_a * a0))) / unit
+        _cells_l, zcols = epi[l]
         if l == 0:
             c[:C] = coef_M
-            c[zcol[zc]] = coef_z
+            c[zcols] = 1.0
             offset = const - prog.const / unit
             continue
         nz = np.flatnonzero(coef_M)
-        nzz = np.flatnonzero(coef_z)
-        R.append(np.full(nz.size + nzz.size, nrow))
-        Cc.append(np.concatenate([nz, zcol[zc[nzz]]]))
-        V.append(np.concatenate([coef_M[nz], coef_z[nzz]]))
+        R.append(np.full(nz.size + zcols.size, nrow))
+        Cc.append(np.concatenate([nz, zcols]))
+        V.append(np.concatenate([coef_M[nz], np.ones(zcols.size)]))
         b = (row.rhs / unit) - const
         a_l = allow[l - 1] / unit
         rhi.append(np.array([b + a_l]))
@@ -239,8 +238,9 @@ def cell_milp(prog, cells: Cells, lo, hi, anchor, obj_scale: float, lam=None, bu
         con_rows.append(nrow)
         con_units.append(unit)
         nrow += 1
-    col_lo = np.concatenate([L.astype(float), np.zeros(zc.size)])
-    col_hi = np.concatenate([U.astype(float), np.full(zc.size, np.inf)])
+    nz_cols = ncol - C
+    col_lo = np.concatenate([L.astype(float), np.zeros(nz_cols)])
+    col_hi = np.concatenate([U.astype(float), np.full(nz_cols, np.inf)])
     if not (np.all(np.isfinite(c)) and all(np.all(np.isfinite(x)) for x in V)):
         raise ValueError("the cell MILP has a non-finite coefficient (a row's scale under- or overflows)")
     milp = SecantMILP(c, offset, col_lo, col_hi, R, Cc, V, rlo, rhi, C, obj_scale,

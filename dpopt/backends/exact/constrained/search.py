@@ -26,7 +26,7 @@ from .linked import enumerate_linked, linked_groups
 START_BUDGET = 1e-9      # first reduced-cost budget, relative to the Lagrangian bound
 _ENUM_SLOW = 0.25         # seconds: a core enumeration slower than this hands the following cores to HiGHS
 _GROWTH = 2.0             # budget growth between core MILPs
-CELLS_JUMP = True        # on cells, one MILP on the core that covers the incumbent (grow())
+CELLS_GROWTH = 1e9       # budget growth between the cells' core MILPs (grow())
 COARSE_STEP = 1e-6        # a cost lattice step (relative to the objective) HiGHS's bound may be read against
 
 NEXT, STOP, MILP, INFEASIBLE = "next", "stop", "milp", "infeasible"     # what the budget loop does next
@@ -38,11 +38,14 @@ class CoreSearch:
     infeasibility when :meth:`run` returns :data:`INFEASIBLE`."""
 
     def __init__(self, prog, ib: IntegerBound, lam, x, scale, inc: Incumbent, steps: list, deadline, rel_gap,
-                 max_cols, max_states, verbose, resume=None):
+                 max_cols, max_states, verbose, resume=None, full=None):
         self.prog, self.ib, self.lam, self.x, self.scale = prog, ib, lam, x, scale
         self.inc, self.steps, self.deadline = inc, steps, deadline
         self.rel_gap, self.max_cols, self.max_states, self.verbose = rel_gap, max_cols, max_states, verbose
         self.reason = ""
+        # ``deadline`` may keep part of the time for a first point found elsewhere (.block); once the cores have
+        # one, the search takes the whole ``full`` deadline (a MILP stopped early loses its tree on resuming)
+        self.full = full
         # Every feasible n has f(n) = lb + Σ r_i(n_i) + λ·slack ≥ lb + r_i(n_i). Budgets start small (fast,
         # tight cores) and grow.
         self.b = START_BUDGET * scale
@@ -96,6 +99,8 @@ class CoreSearch:
         """Cores of growing budgets until proven, out of time or stopped: :data:`STOP` or :data:`INFEASIBLE`."""
         prog, ib = self.prog, self.ib
         for _ in range(200):
+            if self.full is not None and self.inc.found:
+                self.deadline = self.full
             self.progress.update(self.inc.ub, self.lower_bound())
             if self.proven or self.deadline.passed():
                 break
@@ -259,10 +264,10 @@ class CoreSearch:
 
     def grow(self) -> None:
         b, inc = self.b, self.inc
-        if inc.found and self.cells is not None and CELLS_JUMP:
-            # on cells HiGHS's work grows with the cells' count, hardly with the core's width: one MILP on the core
-            # that holds every better design, instead of doubling budgets each solved from scratch
-            self.b = max(self.excess, 0.0)
+        if inc.found and self.cells is not None:
+            # on cells (reduced-cost fixing on the cells' totals) a core is cheap until it nears the incumbent's
+            # excess: steps of CELLS_GROWTH, each of which may find a better incumbent and so shrink that excess
+            self.b = min(max(self.excess, 0.0), b * CELLS_GROWTH)
             return
         self.b = b * _GROWTH if not inc.found else min(max(self.excess, 0.0), b * _GROWTH)
 
