@@ -26,7 +26,6 @@ from .linked import enumerate_linked, linked_groups
 START_BUDGET = 1e-9      # first reduced-cost budget, relative to the Lagrangian bound
 _ENUM_SLOW = 0.25         # seconds: a core enumeration slower than this hands the following cores to HiGHS
 _GROWTH = 2.0             # budget growth between core MILPs
-CELLS_GROWTH = 1e9       # budget growth between the cells' core MILPs (grow())
 COARSE_STEP = 1e-6        # a cost lattice step (relative to the objective) HiGHS's bound may be read against
 
 NEXT, STOP, MILP, INFEASIBLE = "next", "stop", "milp", "infeasible"     # what the budget loop does next
@@ -265,9 +264,10 @@ class CoreSearch:
     def grow(self) -> None:
         b, inc = self.b, self.inc
         if inc.found and self.cells is not None:
-            # on cells (reduced-cost fixing on the cells' totals) a core is cheap until it nears the incumbent's
-            # excess: steps of CELLS_GROWTH, each of which may find a better incumbent and so shrink that excess
-            self.b = min(max(self.excess, 0.0), b * CELLS_GROWTH)
+            # on cells HiGHS's work is in the branching on the cells' totals, which each core solved from scratch
+            # repeats: one MILP on the core that holds every better design (measured at k = 1 000: steps of 8
+            # proved nothing in 10 s, the one MILP proved Laplace and TuLap instances in 7.5 s)
+            self.b = max(self.excess, 0.0)
             return
         self.b = b * _GROWTH if not inc.found else min(max(self.excess, 0.0), b * _GROWTH)
 
