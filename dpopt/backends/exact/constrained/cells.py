@@ -29,6 +29,7 @@ import numpy as np
 
 from ....formulations.separable import SecantMILP
 
+MAX_CELL_SHARE = 0.5    # cells are used when they are at most this share of the strata
 KAPPA_RTOL = 1e-12      # relative spread of a row's factor within one cell
 _SHRINK = 1.0 - 1e-14   # the factors the MILP uses, rounded down (a relaxation of every stratum's row)
 
@@ -48,7 +49,7 @@ class Cells:
 
 
 def cells_of(prog) -> Cells | None:
-    """The cells of ``prog`` when some cell holds two or more strata and the structure applies (every row's W
+    """The cells of ``prog`` when they are at most MAX_CELL_SHARE of its strata and the structure applies (every row's W
     proportional to one vector per stratum, non-negative factors, no W in an equality row); else None."""
     k, J = prog.k, prog.model.J
     rows = [prog.objective, *prog.rows]
@@ -77,8 +78,8 @@ def cells_of(prog) -> Cells | None:
     _, cell = np.unique(key, axis=0, return_inverse=True)
     cell = cell.ravel()
     C = int(cell.max()) + 1 if k else 0
-    if C >= k:
-        return None
+    if C > MAX_CELL_SHARE * k:
+        return None         # a few strata that happen to match (equal sizes under A-optimality): not worth it
     kap = np.full((C, len(rows)), np.inf)
     kmax = np.zeros((C, len(rows)))
     np.minimum.at(kap, cell, kappa)

@@ -42,8 +42,9 @@ class CoreSearch:
         self.inc, self.steps, self.deadline = inc, steps, deadline
         self.rel_gap, self.max_cols, self.max_states, self.verbose = rel_gap, max_cols, max_states, verbose
         self.reason = ""
-        # ``deadline`` may keep part of the time for a first point found elsewhere (.block); once the cores have
-        # one, the search takes the whole ``full`` deadline (a MILP stopped early loses its tree on resuming)
+        # ``deadline`` may keep part of the time for a first point found elsewhere (.block); on cells, once the
+        # cores have one, the search takes the whole ``full`` deadline: the one MILP on the cells stopped early
+        # loses its tree on resuming (on strata a resumed block enumerates its last core instead, which helps)
         self.full = full
         # Every feasible n has f(n) = lb + Σ r_i(n_i) + λ·slack ≥ lb + r_i(n_i). Budgets start small (fast,
         # tight cores) and grow.
@@ -98,7 +99,7 @@ class CoreSearch:
         """Cores of growing budgets until proven, out of time or stopped: :data:`STOP` or :data:`INFEASIBLE`."""
         prog, ib = self.prog, self.ib
         for _ in range(200):
-            if self.full is not None and self.inc.found:
+            if self.full is not None and self.inc.found and self.cells is not None:
                 self.deadline = self.full
             self.progress.update(self.inc.ub, self.lower_bound())
             if self.proven or self.deadline.passed():
