@@ -51,10 +51,13 @@ def _target(d, rs, idx, ref, kind, lo=0.97, hi=1.04, name=""):
 def _overlapping(rs, cost_budget):
     """(g): two crossing partitions (4 domains), a variance target on each; optionally a cost budget whose costs
     are one per first-partition domain (equal within every cell)."""
-    k = int(rs.integers(5, 7))
+    k = int(rs.integers(6, 8))
     d, mech, eps = _design(rs, k)
-    part_a = rs.permutation(k) < k // 2
-    part_b = rs.permutation(k) < (k + 1) // 2
+    # three cells of at least two strata (cells are used when they are at most half the strata); the first
+    # partition splits them {0, 1} | {2}, the second {0} | {1, 2}, so every stratum is in two crossing domains
+    cell = rs.permutation(np.r_[0, 0, 1, 1, 2, 2, rs.integers(0, 3, size=k - 6)])
+    part_a = cell <= 1
+    part_b = cell == 0
     ref = _reference(rs, d)
     for part in (part_a, part_b):
         for side in (True, False):
@@ -62,7 +65,7 @@ def _overlapping(rs, cost_budget):
             if idx.size:
                 _target(d, rs, idx, ref, "variance")
     if cost_budget:
-        c = np.where(part_a, rs.uniform(1, 5), rs.uniform(1, 5))
+        c = np.where(part_a, rs.uniform(1, 5), rs.uniform(1, 5))      # equal within every cell
         d.add_cost_budget(c, float(c @ ref) * rs.uniform(0.98, 1.03))
     return d, mech, eps
 
