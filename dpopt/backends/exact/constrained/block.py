@@ -96,7 +96,7 @@ def solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max_
     # in time never runs it)
     reserve = not inc.found and prog.m > 0 and deadline.end is not None
     search = CoreSearch(prog, ib, lam, res.x, scale, inc, steps, deadline.fraction(0.8) if reserve else deadline,
-                        rel_gap, max_cols, max_states, verbose, resume)
+                        rel_gap, max_cols, max_states, verbose, resume, full=deadline if reserve else None)
     outcome = search.run()
     if reserve and outcome != INFEASIBLE and not inc.found and not deadline.passed():
         steps.append("no design found by the cores: a first one from the window around the relaxation")

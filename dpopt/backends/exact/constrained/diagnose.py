@@ -55,11 +55,17 @@ def explain(model, relax, deadline=None) -> str | None:
 
     design = model.design if isinstance(model, MinCostDesign) else model
     targets = list(model.precision_targets)
-    budget = next((float(c.b[0]) for c in design.constraints if c.name == _COST_BUDGET), None)
+    row = next((c for c in design.constraints if c.name == _COST_BUDGET and c.sense == "<=" and len(c.b) == 1),
+               None)
+    budget = None if row is None else float(row.b[0])
+    # the budget's costs: add_cost_budget's, or those of a row the user named "cost budget" (add_constraint)
+    unit_cost = design.cost if design.cost is not None or row is None else np.asarray(row.A[0], dtype=float)
+    if unit_cost is not None and not np.all(unit_cost >= 0):
+        budget = unit_cost = None           # not a cost: no knapsack argument
     fixed_total = not isinstance(model, MinCostDesign)
     if fixed_total and budget is not None:
         # the fixed total alone costs at least the cheapest strata filled first (the continuous knapsack)
-        least = float(design.cost @ fill_cheapest(design.cost, design.lower, design.upper, design.total))
+        least = float(unit_cost @ fill_cheapest(unit_cost, design.lower, design.upper, design.total))
         if least > budget * (1 + FEASIBILITY_TOL):
             return (f"a total sample of {design.total} costs at least {least:.6g} (the cheapest strata first, "
                     f"within the bounds); the budget is {budget:.6g}")
@@ -67,14 +73,16 @@ def explain(model, relax, deadline=None) -> str | None:
         return None
     out = []
     for cost, limit, what, unit in ((None, design.total, "a total sample", "the design's total is"),
-                                    (design.cost, budget, "a cost", "the budget is")):
+                                    (unit_cost, budget, "a cost", "the budget is")):
         if limit is None or (cost is None and not fixed_total):
             continue
         c = np.ones(design.k) if cost is None else np.asarray(cost, dtype=float)
         alone = [(t, _least(design, c, [t], relax, deadline)) for t in targets]
-        over = [t for t, need in alone if need is not None and need > limit * (1 + FEASIBILITY_TOL)]
+        # (targets are compared by position: their array fields make == ambiguous)
+        hit = [need is not None and need > limit * (1 + FEASIBILITY_TOL) for _t, need in alone]
+        over = [t for (t, _need), h in zip(alone, hit) if h]
         if over:
-            needs = max(need for t, need in alone if t in over)
+            needs = max(need for (_t, need), h in zip(alone, hit) if h)
             out.append(f"the precision target(s) {_names(over)} need {what} of at least {needs:.6g}; {unit} "
                        f"{limit:.6g}")
             continue

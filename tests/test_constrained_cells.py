@@ -1,0 +1,163 @@
+"""Combined constraints as users combine them, against brute force: (g) overlapping domains (every stratum in two
+domains, so strata every row weighs alike form cells, docs/constrained.md "Cells"), with and without a cost budget
+whose costs are equal within each cell, and (f) two cost budgets plus a "≥ in one stratum" row plus SE targets per
+domain. The oracle (tests/test_constrained_exact.py) scans every integer design of the box from the plain formulas.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dpopt
+from dpopt import StratifiedDesign
+from dpopt.backends.exact.constrained.cells import cell_milp, cells_of
+from dpopt.backends.exact.constrained.highs_milp import highs_solve
+from dpopt.formulations.separable import program_of
+from test_constrained_exact import MECHS, _check, _grid, _oracle, _unit
+
+
+def _design(rs, k):
+    N = rs.integers(8, 30, size=k)
+    S2 = rs.uniform(0.05, 4.0, size=k)
+    mech = MECHS[int(rs.integers(3))]
+    eps = float(rs.choice([0.2, 0.7, 1.5, 4.0]))
+    lower = rs.integers(1, 3, size=k)
+    upper = np.minimum(N, lower + rs.integers(2, 5, size=k))
+    total = int(rs.integers(lower.sum(), upper.sum() + 1))
+    d = StratifiedDesign(N, S2, total, eps, mechanism=mech, lower=lower, upper=upper,
+                         labels=[f"s{i}" for i in range(k)], fpc=bool(rs.integers(2)))
+    return d, mech, eps
+
+
+def _reference(rs, d):
+    """A design of the box with the total (random), the rows' right-hand sides are set around it."""
+    grid = _grid(d.lower, d.upper)
+    grid = grid[grid.sum(axis=1) == d.total]
+    return grid[int(rs.integers(len(grid)))]
+
+
+def _target(d, rs, idx, ref, kind, lo=0.97, hi=1.04, name=""):
+    strata = [d.labels[i] for i in idx]
+    d.add_precision_target(1.0, strata=strata, kind="variance")
+    v = d.precision_value(d.precision_targets[-1], ref)
+    bound = max(v * rs.uniform(lo, hi), 1e-12)
+    if kind == "se":
+        d.precision_targets[-1] = d._precision_target(float(np.sqrt(bound)), strata, None, "se", None, "mean", name)
+    else:
+        d.precision_targets[-1] = d._precision_target(float(bound), strata, None, "variance", None, "mean", name)
+
+
+def _overlapping(rs, cost_budget):
+    """(g): two crossing partitions (4 domains), a variance target on each; optionally a cost budget whose costs
+    are one per first-partition domain (equal within every cell)."""
+    k = int(rs.integers(6, 8))
+    d, mech, eps = _design(rs, k)
+    # three cells of at least two strata (cells are used when they are at most half the strata); the first
+    # partition splits them {0, 1} | {2}, the second {0} | {1, 2}, so every stratum is in two crossing domains
+    cell = rs.permutation(np.r_[0, 0, 1, 1, 2, 2, rs.integers(0, 3, size=k - 6)])
+    part_a = cell <= 1
+    part_b = cell == 0
+    ref = _reference(rs, d)
+    for part in (part_a, part_b):
+        for side in (True, False):
+            idx = np.flatnonzero(part == side)
+            if idx.size:
+                _target(d, rs, idx, ref, "variance")
+    if cost_budget:
+        c = np.where(part_a, rs.uniform(1, 5), rs.uniform(1, 5))      # equal within every cell
+        d.add_cost_budget(c, float(c @ ref) * rs.uniform(0.98, 1.03))
+    return d, mech, eps
+
+
+def _combined(rs):
+    """(f): two cost budgets, "≥ v in one stratum", an SE target per domain (two disjoint domains)."""
+    k = int(rs.integers(4, 7))
+    d, mech, eps = _design(rs, k)
+    ref = _reference(rs, d)
+    c1 = rs.uniform(1, 5, size=k)
+    c2 = np.where(rs.random(k) < 0.5, rs.uniform(0.5, 3, size=k), 0.0)
+    d.add_constraint(c1[None, :], [float(c1 @ ref) * rs.uniform(0.99, 1.03)], "<=", "cost budget")
+    if np.any(c2 > 0):
+        d.add_constraint(c2[None, :], [float(c2 @ ref) * rs.uniform(0.99, 1.03)], "<=", "travel budget")
+    h = int(rs.integers(k))
+    row = np.zeros(k)
+    row[h] = 1.0
+    d.add_constraint(row[None, :], [float(min(ref[h], d.lower[h] + 1))], ">=", "at least in one stratum")
+    dom = rs.permutation(k) < k // 2
+    for side in (True, False):
+        _target(d, rs, np.flatnonzero(dom == side), ref, "se")
+    return d, mech, eps
+
+
+@pytest.mark.parametrize("case", ["overlapping", "overlapping+cost", "combined"])
+def test_combined_cases_equal_brute_force(case):
+    """40 random instances per case (120 in all), each against the brute-force optimum over the box."""
+    rs = np.random.default_rng(sum(map(ord, case)) + 20)
+    outcomes, by_cells = [], 0
+    for _ in range(40):
+        if case == "combined":
+            d, mech, eps = _combined(rs)
+        else:
+            d, mech, eps = _overlapping(rs, case.endswith("cost"))
+        ref = _oracle(d, mech, eps, "mean")
+        outcomes.append(_check(d, ref))
+        if ref is not None:
+            steps = " ".join(d.solve().details.get("steps", []))
+            by_cells += " cells" in steps
+    assert outcomes.count("optimal") >= 15
+    if case != "combined":
+        assert by_cells >= 5          # the cells' MILP is exercised, not only other routes
+
+
+def test_cell_milp_on_the_whole_box_is_the_brute_force_optimum():
+    """The cells' MILP alone (no bound, no search) over every design of the box: HiGHS's optimum, turned back into
+    a design, is the brute-force optimum; with reduced-cost fixing on the cells (any multipliers, an infinite
+    budget) it is the same."""
+    rs = np.random.default_rng(7)
+    seen = 0
+    for _ in range(30):
+        d, mech, eps = _overlapping(rs, bool(rs.integers(2)))
+        prog = program_of(d)
+        cells = cells_of(prog)
+        assert cells is not None and cells.count < d.k
+        ref = _oracle(d, mech, eps, "mean")
+        lo, hi = prog.lower, prog.upper
+        for lam in (None, rs.uniform(0, 2, size=prog.m)):
+            mid = (lo + hi) / 2.0
+            scale = 1e-6 * abs(prog.evaluate(mid)[0])           # the objective's unit, as the core search sets it
+            cm = cell_milp(prog, cells, lo, hi, mid, scale, lam, None if lam is None else np.inf)
+            res = highs_solve(cm.milp, 1e-12, 0.0, 30.0)
+            if ref is None:
+                assert res.n is None or not d.is_feasible(cm.design(res.n))
+                continue
+            seen += 1
+            n = cm.design(res.n)
+            assert d.is_feasible(n)
+            assert d.objective_value(n) == pytest.approx(ref[0], rel=1e-9, abs=1e-12)
+            assert res.objective == pytest.approx(ref[0], rel=1e-8, abs=1e-12)
+    assert seen >= 20
+
+
+def test_cells_group_only_strata_every_row_weighs_alike():
+    """A cell's strata lie in the same domains (their rows weigh them alike); under the A-optimal objective the
+    domain rows weigh (N_i/N_D)² against 1, so strata of different sizes share no cell and no cells are formed."""
+    rs = np.random.default_rng(3)
+    checked = 0
+    for _ in range(10):
+        d, _, _ = _overlapping(rs, False)
+        cells = cells_of(program_of(d))
+        assert cells is not None and cells.count < d.k
+        member = np.array([[i in t.strata for t in d.precision_targets] for i in range(d.k)])
+        for c in range(cells.count):
+            rows = member[cells.cell == c]
+            assert np.all(rows == rows[0])
+        if len(set(d.N.tolist())) < d.k:
+            continue
+        a = StratifiedDesign(d.N, d.sigma2_matrix[:, 0], d.total, 1.0, objective="a-optimal", lower=d.lower,
+                             upper=d.upper, labels=d.labels)
+        for t in d.precision_targets:
+            a.add_precision_target(1.0, strata=[d.labels[i] for i in t.strata])
+        assert cells_of(program_of(a)) is None
+        checked += 1
+    assert checked >= 3
