@@ -24,8 +24,7 @@ Cases:
       reference's.
 Printed per instance: exact's time to a proven gap ≤ 1e-9 (its own time limit, default 60 s), status, gap,
 binding targets, and the ratio to Pyomo-SCIP and Pyomo-HiGHS (60 s each) on the same instance — they solve
-the one secant MILP over the whole box and answer ``unsupported`` above its 300 000-segment limit, which is
-shown as is. Where a route claims optimal its objective is compared with exact's (``agree`` within 1e-8).
+the one secant MILP, its cuts generated lazily (docs/constrained.md#the-secant-milp). Where a route claims optimal its objective is compared with exact's (``agree`` within 1e-8).
 Then, per case, the largest k that exact proves within 10 s (k doubling from 500, η = 50·k, Laplace, ε = 1),
 and a small-k sweep (η = 10·k) where the Pyomo routes can model the instances, with the same checks.
 
@@ -33,6 +32,10 @@ Real data (issue 20): the census frame of ``examples/census_workflow.py`` (woold
 each instance solved with and without a row that does not bind, interleaved; target: the ratio ≤ 2.
 
 Run: ``python benchmarks/bench_constrained.py [--quick] [--time-limit 60] [--exact-time-limit 20] [--cases abcd] [--no-pyomo] [--real-only]``
+Scale table alone (issue 20, target 1; cases (a)-(e) at η = 50·k, each instance in a child process so its peak
+memory is its own): ``python benchmarks/bench_constrained.py --scale 1000,5000,20000 [--scale-mechs laplace,dlap,tulap]
+[--scale-eps 0.5,1,5] [--cases abcde] [--exact-time-limit 20]``; it prints time, status, gap, peak memory and
+whether the target (proven within 2 s at k = 1 000, 10 s at k = 20 000, under 1 GB) is met.
 Targets (issue 11): every instance proven within 2 s; exact ≥ 100× faster than Pyomo-SCIP to the same
 proven answer (or SCIP unproven at 60 s); the largest k within 10 s, per case.
 """
@@ -41,7 +44,11 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import math
+import os
+import subprocess
+import sys
 import time
 import warnings
 
@@ -352,6 +359,55 @@ def real_data(pairs: int = 3, time_limit: float = 60.0) -> None:
           f"  target (<= {NONBINDING_TARGET:g}x, proven optimal): NOT met on every instance")
 
 
+# ---------------------------------------------------------------------------------- scale (issue 20, target 1)
+SCALE_TARGET = {1000: 2.0, 5000: None, 20000: 10.0}     # seconds to a proven gap <= 1e-9 (None: no target)
+MEMORY_TARGET_MB = 1024.0                               # peak memory at k = 20 000
+
+
+def one(case, k, mech, eps, tl) -> dict:
+    """One scale instance solved in this process: time, status, gap and this process's peak memory (MB;
+    building the instance, which solves plain designs, included)."""
+    import resource
+
+    model = instance(case, k, mech, eps, 50 * k)
+    s, t = run(model, "exact", tl)
+    gap = s.certificate.gap if s.certificate is not None and s.certificate.gap is not None else math.inf
+    sound = s.n is None or (model.is_feasible(s.n) and s.certificate.lower_bound <= s.objective * (1 + 1e-12))
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0      # Linux: kB
+    return dict(time=t, status=s.status.value, gap=gap, mb=rss, sound=bool(sound))
+
+
+def scale_table(cases, ks, mechs, epss, tl):
+    """Cases at η = 50·k, each instance in a child process (its own peak memory): time, status, gap, peak memory
+    against the targets (proven within 2 s at k = 1 000 and 10 s at k = 20 000, under 1 GB at k = 20 000)."""
+    print(f"\nScale (eta = 50 k; exact limit {tl:g} s; each instance in its own process, peak memory of that "
+          f"process): target proven (gap <= 1e-9) within 2 s at k = 1 000 and 10 s at k = 20 000, "
+          f"peak under {MEMORY_TARGET_MB:g} MB at k = 20 000")
+    print(f"{'case':>4} {'k':>6} {'mech':>7} {'eps':>4} | {'time s':>7} {'status':>10} {'gap':>8} {'peak MB':>8} "
+          f"| target")
+    met = total = 0
+    for case, k, mech, eps in itertools.product(cases, ks, mechs, epss):
+        cmd = [sys.executable, os.path.abspath(__file__), "--one", case, str(k), mech, repr(eps), repr(tl)]
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=tl + 120)
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+        except (subprocess.TimeoutExpired, IndexError, json.JSONDecodeError) as e:
+            print(f"{case:>4} {k:>6} {mech:>7} {eps:>4g} | failed: {type(e).__name__}", flush=True)
+            total += SCALE_TARGET.get(k) is not None
+            continue
+        lim = SCALE_TARGET.get(k)
+        ok = (r["status"] == "optimal" and r["gap"] <= 1e-9 and (lim is None or r["time"] <= lim)
+              and (k < 20000 or r["mb"] < MEMORY_TARGET_MB))
+        mark = "-" if lim is None else ("met" if ok else "NOT met")
+        if lim is not None:
+            total += 1
+            met += ok
+        print(f"{case:>4} {k:>6} {mech:>7} {eps:>4g} | {r['time']:7.2f} {r['status']:>10} {r['gap']:8.1e} "
+              f"{r['mb']:8.0f} | {mark}" + ("" if r["sound"] else "  ** answer infeasible or bound above it **"),
+              flush=True)
+    print(f"scale targets met: {met}/{total}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a small subset (k = 500, eps = 1, a few small k)")
@@ -360,12 +416,25 @@ def main(argv=None):
     ap.add_argument("--cases", default="abcdefg")
     ap.add_argument("--no-pyomo", action="store_true", help="skip the Pyomo routes on the large instances")
     ap.add_argument("--real-only", action="store_true", help="only the real-data table (census, non-binding rows)")
+    ap.add_argument("--scale", default="",
+                    help="only the scale table (issue 20 target 1): comma-separated k, e.g. 1000,20000")
+    ap.add_argument("--scale-mechs", default="laplace,dlap,tulap")
+    ap.add_argument("--scale-eps", default="0.5,1,5")
+    ap.add_argument("--one", nargs=5, metavar=("CASE", "K", "MECH", "EPS", "TL"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.one:
+        c, k, mech, eps, tl = a.one
+        print(json.dumps(one(c, int(k), mech, float(eps), float(tl))))
+        return
     if a.real_only:
         run(instance("a", 20, "laplace", 1.0, 200), "exact", 10)     # warm-up
         real_data(2 if a.quick else 5)
         return
     cases = [c for c in CASES if c in a.cases]
+    if a.scale:
+        scale_table([c for c in cases if c in "abcde"], [int(v) for v in a.scale.split(",")],
+                    a.scale_mechs.split(","), [float(v) for v in a.scale_eps.split(",")], a.exact_time_limit)
+        return
     routes = [] if a.no_pyomo else ["pyomo-scip", "pyomo-highs"]
     run(instance("a", 20, "laplace", 1.0, 200), "exact", 10)         # warm-up: imports, first calls
     ks = [500] if a.quick else [500, 1000]
@@ -381,6 +450,9 @@ def main(argv=None):
             bench_instance(case, k, mech, eps, eta, a.time_limit, a.exact_time_limit, routes, stats)
     summary(stats, "Large instances")
     real_data(2 if a.quick else 5)
+    # the scale table at eps = 1 (the whole grid over eps: --scale 1000,5000,20000)
+    scale_table([c for c in cases if c in "abcde"], [1000] if a.quick else [1000, 20000],
+                ["laplace"] if a.quick else ["laplace", "dlap", "tulap"], [1.0], 15.0)
 
     print("\nLargest k proven within 10 s (eta = 50 k, Laplace, eps = 1):")
     grid = [500, 1000] if a.quick else [500, 1000, 2000, 5000, 10000, 20000, 50000]

@@ -20,6 +20,7 @@ from .dual import DualResult, solve_dual
 from .fixing import window as window_of
 from .highs_milp import highs_solve, lp_multipliers
 from .incumbent import Incumbent
+from .inner import phi
 from .search import INFEASIBLE, CoreSearch
 from .subset import improve as improve_one_row
 
@@ -118,12 +119,37 @@ def _best_bound(prog, convex, res: DualResult, deadline, width) -> tuple[Integer
     w_lo, w_hi = window_of(prog, res.x, ib.n, width)
     scale = max(abs(ib.lb), abs(prog.evaluate(ib.n.astype(float))[0]), 1e-300)
     if convex and prog.m:
+        w_lo, w_hi = _lp_window(prog, ib, w_lo, w_hi)
         lam_lp = lp_multipliers(prog, w_lo, w_hi, res.x, scale, deadline.left())
         if lam_lp is not None:
             ib_lp = integer_bound(prog, lam_lp)
             if ib_lp.lb > ib.lb:
                 ib, lam = ib_lp, lam_lp
     return ib, lam, scale
+
+
+LP_STRATA = 2000      # strata the multipliers' secant LP keeps free at most (the rest at n_λ; module docstring)
+
+
+def _lp_window(prog, ib: IntegerBound, w_lo, w_hi):
+    """The window of the multipliers' secant LP with all but the LP_STRATA strata whose ±1 moves from n_λ cost
+    least (reduced cost at λ) fixed at n_λ. Those strata keep n_λ under every multiplier near λ, so the small LP
+    has (nearly) the same duals as the whole window's, at a fraction of the cost (measured at k = 20 000: the
+    whole window's LP took 2.5-4.6 s of a 5-24 s solve). Any multipliers give a valid bound (they are only
+    kept when their integer bound is better), so this affects the bound's strength, never its validity."""
+    if prog.k <= LP_STRATA:
+        return w_lo, w_hi
+    n, lo, hi = ib.n, prog.lower, prog.upper
+    here = phi(prog, ib.Om, ib.ell, n.astype(float))
+    key = np.full(prog.k, np.inf)
+    for d in (-1, 1):
+        v = n + d
+        ok = np.flatnonzero((v >= lo) & (v <= hi))
+        key[ok] = np.minimum(key[ok], phi(prog, ib.Om, ib.ell, v[ok].astype(float), ok) - here[ok])
+    keep = np.argpartition(key, LP_STRATA)[:LP_STRATA]
+    fixed = np.ones(prog.k, dtype=bool)
+    fixed[keep] = False
+    return np.where(fixed, n, w_lo), np.where(fixed, n, w_hi)
 
 
 def _window_search(prog, x, n_lam, width, scale, inc, steps, deadline, rel_gap, max_cols, verbose) -> None:

@@ -183,9 +183,15 @@ def _ascent_step(dual: Dual, p: DualPoint) -> tuple[DualPoint, bool]:
     act = ~(ineq & (p.lam <= 0) & (p.g < 0))
     d = np.zeros(prog.m)
     A = -H[np.ix_(act, act)]
-    reg = 1e-12 * max(float(np.max(np.abs(np.diag(A)))) if A.size else 0.0, 1e-300)
+    # the system is solved in rows scaled to a unit diagonal (Jacobi): rows in very different units (a total
+    # with λ ~ 1e2 beside domain targets with λ ~ 1e7, case (e)) put the diagonal 1e10 apart, and a
+    # regularisation relative to the largest entry swamped the small rows, whose steps then crawled (300
+    # iterations at k = 20 000 left rows 1.5 % off). The Newton direction itself does not depend on the scaling.
+    dg = np.sqrt(np.abs(np.diag(A))) if A.size else np.zeros(0)
+    dg = np.where(np.isfinite(dg) & (dg > 0), dg, 1.0)
+    As = A / dg[:, None] / dg[None, :]
     try:
-        d[act] = np.linalg.solve(A + reg * np.eye(A.shape[0]), p.g[act])
+        d[act] = np.linalg.solve(As + 1e-12 * np.eye(As.shape[0]), p.g[act] / dg) / dg
     except np.linalg.LinAlgError:
         d[act] = p.g[act]
     if not np.all(np.isfinite(d)):

@@ -1,10 +1,17 @@
-"""The best feasible design found so far in a block (by the one feasibility test)."""
+"""The best feasible design found so far in a block (by the one feasibility test), and the unit-move repair of a
+point that misses its inequality rows by a little (HiGHS's points do: its MILP answers were measured up to
+~1e-6 relative outside rows it was asked to hold to 1e-11, which the feasibility test rightly rejects)."""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .checks import feasible
+
+REPAIR_PASSES = 40        # repair passes at most (each moves a few strata by one unit)
+REPAIR_VIOLATION = 1e-3   # relative violation beyond which a point is not repaired (it is not nearly feasible)
 
 
 class Incumbent:
@@ -13,13 +20,91 @@ class Incumbent:
         self.ub = math.inf
         self.n = None
 
-    def offer(self, n) -> None:
-        """Keep ``n`` when it is feasible and better than the incumbent."""
-        if n is not None and feasible(self.prog, n):
-            v = self.prog.evaluate(n.astype(float))[0]
-            if v < self.ub:
-                self.ub, self.n = v, n.copy()
+    def offer(self, n, repair_it: bool = True) -> None:
+        """Keep ``n`` when it is feasible and better than the incumbent; a point that misses inequality rows by
+        a little is first repaired by unit moves (:func:`repair`), and the repaired point is offered instead."""
+        if n is None:
+            return
+        if not feasible(self.prog, n):
+            if not repair_it:
+                return
+            n = repair(self.prog, n)
+            if n is None or not feasible(self.prog, n):
+                return
+        v = self.prog.evaluate(n.astype(float))[0]
+        if v < self.ub:
+            self.ub, self.n = v, n.copy()
 
     @property
     def found(self) -> bool:
         return self.n is not None
+
+
+def repair(prog, n) -> np.ndarray | None:
+    """From an integer point ``n`` in the bounds whose only faults are inequality rows above their right-hand side
+    by at most REPAIR_VIOLATION (relative): unit moves (±1 per stratum) that lower the violated rows most per unit
+    of objective, each pass taking moves in that order until they cover every violated row, none making a
+    satisfied row's slack negative by itself. None when the program has equality rows, the point is far off or
+    the passes do not reach a point the feasibility test accepts. The result is a feasible point, never a claim:
+    the caller tests it again and it only ever serves as an incumbent."""
+    if not prog.m or not np.all(prog.inequality()):
+        return None
+    n = np.asarray(n, dtype=np.int64).copy()
+    lo, hi = prog.lower, prog.upper
+    if n.shape != lo.shape or np.any(n < lo) or np.any(n > hi):
+        return None
+    rhs = prog.rhs()
+    rows = prog.rows
+    for _ in range(REPAIR_PASSES):
+        x = n.astype(float)
+        T = prog.unit_matrix(x)
+        g0 = np.stack([prog.row_terms(r, T, x) for r in rows], axis=1)
+        f0 = prog.row_terms(prog.objective, T, x)
+        excess = g0.sum(axis=0) - rhs
+        scale = prog.row_scale(x)
+        if np.all(excess <= 0):
+            return n
+        if np.any(excess > REPAIR_VIOLATION * scale):
+            return None
+        viol = excess > 0
+        best_rate, best = None, None
+        for d in (-1, 1):
+            v = n + d
+            ok = np.flatnonzero((v >= lo) & (v <= hi))
+            xv = v[ok].astype(float)
+            Tv = prog.unit_matrix(xv, ok)
+            dg = np.stack([prog.row_terms(r, Tv, xv, ok) for r in rows], axis=1) - g0[ok]
+            df = prog.row_terms(prog.objective, Tv, xv, ok) - f0[ok]
+            # benefit: the share of each violated row's excess the move removes; a move that by itself makes a
+            # satisfied row fail is not taken
+            gain = np.sum(np.where(viol, -dg / np.where(viol, excess, 1.0), 0.0), axis=1)
+            harm = np.any(~viol & (dg > -excess), axis=1)
+            good = (gain > 0) & ~harm
+            rate = np.where(good, np.maximum(df, 0.0) / np.where(good, gain, 1.0), np.inf)
+            cand = (ok, d, dg, rate)
+            if best is None:
+                best = [cand]
+            else:
+                best.append(cand)
+        idx = np.concatenate([c[0] for c in best])
+        dirs = np.concatenate([np.full(c[0].size, c[1]) for c in best])
+        dgs = np.concatenate([c[2] for c in best])
+        rates = np.concatenate([c[3] for c in best])
+        order = np.argsort(rates, kind="stable")
+        order = order[np.isfinite(rates[order])]
+        if order.size == 0:
+            return None
+        # moves in rate order (one per stratum) until every violated row's excess is covered
+        seen = set()
+        covered = np.zeros(prog.m)
+        for p in order[:4096]:
+            i = int(idx[p])
+            if i in seen:
+                continue
+            seen.add(i)
+            n[i] += int(dirs[p])
+            covered -= dgs[p]
+            if np.all(covered[viol] >= excess[viol]):
+                break
+    x = n.astype(float)
+    return n if feasible(prog, n) else None

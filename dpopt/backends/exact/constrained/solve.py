@@ -269,6 +269,8 @@ def _without_inequality_rows(model, rel_gap, time_limit, verbose, window, max_mi
     if hasattr(model, "design"):       # a min-cost design also carries its rows on its StratifiedDesign
         smaller.design = copy.copy(model.design)
         smaller.design.constraints = [c for c in model.design.constraints if c.sense == "=="]
+    if _clearly_binding(smaller, rows, time_limit):
+        return None
     with stage("the model without its inequality rows"):      # its progress lines are not the model's
         sol = solve_constrained(smaller, rel_gap, time_limit / 4.0, verbose, window, max_milp_columns, max_states)
     if sol.status != Status.OPTIMAL or sol.n is None or not model.is_feasible(sol.n):
@@ -281,6 +283,27 @@ def _without_inequality_rows(model, rel_gap, time_limit, verbose, window, max_mi
         if key in sol.details:
             out.details[key] = sol.details[key]
     return out
+
+
+CLEARLY_BINDING = 1e-3     # relative violation of a dropped row by the smaller model's relaxation that skips it
+
+
+def _clearly_binding(smaller, rows, time_limit) -> bool:
+    """Whether the continuous optimum of the model without its inequality rows misses one of them by more than
+    CLEARLY_BINDING of the row's magnitude Σ|a_i x_i| (a cost budget at 95 % of the free optimum's cost misses by
+    5 %): its integer optimum lies within a unit or so of that point per stratum, so it misses the row too and
+    solving it first is wasted (measured: 2.2 s of case (a)'s 12 s at k = 20 000). A speed choice only: when
+    skipped, the full model is solved, which is always correct."""
+    rel = relax_constrained(smaller, time_limit=time_limit / 16.0)
+    if rel.x is None or rel.status not in (Status.OPTIMAL, Status.FEASIBLE):
+        return False
+    x = np.asarray(rel.x, dtype=float)
+    for c in rows:
+        miss = c.residual(x)
+        mag = np.abs(c.A) @ np.abs(x)
+        if np.any(miss > CLEARLY_BINDING * np.maximum(mag, np.abs(c.b))):
+            return True
+    return False
 
 
 def _infeasible(model, reason: str, deadline=None) -> Solution:
