@@ -63,11 +63,7 @@ def test_exact_stops_at_a_small_limit_with_a_point_and_a_bound():
 @pytest.mark.parametrize("solver", ["highs"])
 def test_generic_milp_routes_stop_at_a_small_limit(solver):
     pytest.importorskip("pyomo")
-    # k = 30: the secant MILP over the whole box stays within the routes' size limit
-    status, n, obj, lb, ref_obj, ref_ok, msg = run_bounded(_summary, "pyomo", 1.0, 30, timeout=120, solver=solver)
-    assert status == "time_limit", msg
-    if status == "time_limit" and lb is not None and math.isfinite(lb):
-        assert lb <= ref_obj * (1 + 1e-9)
+    _combined_honest(run_bounded(_summary, "pyomo", 1.0, 30, timeout=120, solver=solver))
 
 
 # ---------------------------------------------------------------------------------- every route family (issue 20)
@@ -118,8 +114,9 @@ def _combined_honest(out):
 
 @pytest.mark.parametrize("k", [30, 60])
 def test_pyomo_scip_secant_stops_within_its_limit(k):
-    # k = 60: 281 000 rows, whose build and hand-over through Pyomo took 20 s at time_limit=1 before the build
-    # clock; the answer is an honest time_limit (no point, or a feasible one with a valid bound)
+    # k = 60: over the whole box 281 000 rows, whose build and hand-over through Pyomo took 20 s at time_limit=1
+    # before the build clock and the lazy cuts; the answer is honest (no point, or a feasible one with a valid
+    # bound)
     pytest.importorskip("pyscipopt")
     _combined_honest(run_bounded(_summary, "pyomo", 1.0, k, timeout=60, solver="scip"))
 
