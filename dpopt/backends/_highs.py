@@ -111,6 +111,9 @@ def arm_deadline(h, time_limit, grace: float, report=None) -> list:
     ``grace`` seconds have passed. ``report(primal, dual)`` (optional) receives HiGHS's incumbent and bound
     (HiGHS's objective units) at each callback, for progress lines (:class:`dpopt.progress.BoundProgress`).
 
+    The callback is not called during HiGHS's presolve, so presolve is switched off where it would not fit in
+    the limit (:func:`fit_presolve`).
+
     Returns a list that holds True once the deadline stopped the solve (HiGHS's status is then "interrupted",
     which the caller reads as the time limit). Nothing is subscribed without a limit or a report."""
     import time
@@ -118,6 +121,7 @@ def arm_deadline(h, time_limit, grace: float, report=None) -> list:
     stopped: list = []
     if time_limit is None and report is None:
         return stopped
+    fit_presolve(h, time_limit)
     hard = None if time_limit is None else time.monotonic() + max(float(time_limit), 1e-3) + grace
 
     def on_event(event):
@@ -130,3 +134,16 @@ def arm_deadline(h, time_limit, grace: float, report=None) -> list:
 
     h.cbMipInterrupt.subscribe(on_event)
     return stopped
+
+
+#: seconds of HiGHS presolve per nonzero of the model, an upper estimate: its MIP presolve checks neither its
+#: time limit nor the interrupt callback (measured: 5.5 s on a 194 000-nonzero secant MILP, case (e) at
+#: k = 20 000, given a 1.5 s limit; 1.7 s without presolve)
+PRESOLVE_SECONDS_PER_NONZERO = 3e-5
+
+
+def fit_presolve(h, time_limit) -> None:
+    """Switch HiGHS's presolve off for the model loaded in ``h`` when ``time_limit`` (seconds left) is below its
+    estimated presolve time, so the limit holds; HiGHS then stops on its own clock (no effect without a limit)."""
+    if time_limit is not None and float(time_limit) < PRESOLVE_SECONDS_PER_NONZERO * h.getNumNz():
+        h.setOptionValue("presolve", "off")

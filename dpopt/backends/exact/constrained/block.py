@@ -19,7 +19,7 @@ from .cores import DEFAULT_MAX_STATES
 from .dual import DualResult, solve_dual
 from .fixing import window as window_of
 from .highs_milp import highs_solve, lp_multipliers
-from .incumbent import Incumbent
+from .incumbent import Incumbent, lagrangian_design
 from .inner import phi
 from .search import INFEASIBLE, CoreSearch
 from .subset import improve as improve_one_row
@@ -100,8 +100,17 @@ def solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max_
                         rel_gap, max_cols, max_states, verbose, resume, full=deadline if reserve else None)
     outcome = search.run()
     if reserve and outcome != INFEASIBLE and not inc.found and not deadline.passed():
-        steps.append("no design found by the cores: a first one from the window around the relaxation")
-        _window_search(prog, res.x, ib.n, max(window, 1), scale, inc, steps, deadline, rel_gap, max_cols, verbose)
+        # a first design from the Lagrangian of tightened rows (a few dual solves) in part of the time left,
+        # else HiGHS on the window in the rest
+        t0 = time.perf_counter()
+        inc.offer(lagrangian_design(prog, res.x, deadline.fraction(0.6)))
+        if inc.found:
+            steps.append(f"no design found by the cores: a first one from the Lagrangian of tightened rows in "
+                         f"{time.perf_counter() - t0:.2f} s")
+        elif not deadline.passed():
+            steps.append("no design found by the cores: a first one from the window around the relaxation")
+            _window_search(prog, res.x, ib.n, max(window, 1), scale, inc, steps, deadline, rel_gap, max_cols,
+                           verbose)
     if outcome == INFEASIBLE:
         return dataclasses.replace(base, lagrangian=ib.lb, infeasible=True, reason=search.reason,
                                    steps=tuple(steps))

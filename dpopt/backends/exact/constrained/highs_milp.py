@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ....formulations.separable import secant_milp
-from ..._highs import HARD_DEADLINE_GRACE, arm_deadline, new_highs
+from ..._highs import HARD_DEADLINE_GRACE, arm_deadline, fit_presolve, new_highs
 from ..._status import status_of
 
 
@@ -106,6 +106,7 @@ def lp_multipliers(prog, lo, hi, anchor, scale, time_limit):
     h = highs_model(milp, False)
     if time_limit is not None:
         h.setOptionValue("time_limit", max(float(time_limit), 1e-3))
+        fit_presolve(h, time_limit)
     h.run()
     if h.getModelStatus() != highspy.HighsModelStatus.kOptimal or not prog.m:
         return None
