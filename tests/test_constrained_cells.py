@@ -161,3 +161,19 @@ def test_cells_group_only_strata_every_row_weighs_alike():
         assert cells_of(program_of(a)) is None
         checked += 1
     assert checked >= 3
+
+
+@pytest.mark.parametrize("seed,eta", [(s, e) for s in range(2) for e in (12, 13, 14, 15)])
+def test_a_budget_limited_cell_milp_never_proves_the_model_infeasible(seed, eta):
+    """Two rows on one strip of strata make three cells; the cells' MILP at a finite budget holds only cell
+    totals within it, so its infeasibility is no proof for the model (a false `infeasible` was returned before)."""
+    rs = np.random.default_rng(seed)
+    k = 9
+    N = rs.integers(20, 60, size=k)
+    S2 = rs.uniform(0.5, 4.0, size=k)
+    d = StratifiedDesign(N, S2, eta, 1.0, mechanism="laplace", lower=np.ones(k, dtype=int),
+                         upper=np.full(k, 2), labels=[f"s{i}" for i in range(k)])
+    strip = np.r_[[5.0] * 3, [-4.0] * 3, [0.0] * 3]
+    d.add_constraint(strip[None, :], [3.5], "<=", "strip hi")
+    d.add_constraint(strip[None, :], [2.5], ">=", "strip lo")
+    _check(d, _oracle(d, "laplace", 1.0, "mean"))
