@@ -100,17 +100,7 @@ def solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max_
                         rel_gap, max_cols, max_states, verbose, resume, full=deadline if reserve else None)
     outcome = search.run()
     if reserve and outcome != INFEASIBLE and not inc.found and not deadline.passed():
-        # a first design from the Lagrangian of tightened rows (a few dual solves) in part of the time left,
-        # else HiGHS on the window in the rest
-        t0 = time.perf_counter()
-        inc.offer(lagrangian_design(prog, res.x, deadline.fraction(0.6)))
-        if inc.found:
-            steps.append(f"no design found by the cores: a first one from the Lagrangian of tightened rows in "
-                         f"{time.perf_counter() - t0:.2f} s")
-        elif not deadline.passed():
-            steps.append("no design found by the cores: a first one from the window around the relaxation")
-            _window_search(prog, res.x, ib.n, max(window, 1), scale, inc, steps, deadline, rel_gap, max_cols,
-                           verbose)
+        _first_design(prog, res.x, ib.n, max(window, 1), scale, inc, steps, deadline, rel_gap, max_cols, verbose)
     if outcome == INFEASIBLE:
         return dataclasses.replace(base, lagrangian=ib.lb, infeasible=True, reason=search.reason,
                                    steps=tuple(steps))
@@ -159,6 +149,33 @@ def _lp_window(prog, ib: IntegerBound, w_lo, w_hi):
     fixed = np.ones(prog.k, dtype=bool)
     fixed[keep] = False
     return np.where(fixed, n, w_lo), np.where(fixed, n, w_hi)
+
+
+WINDOW_FIRST = 20_000     # secant segments up to which HiGHS on the window is tried before the tightened rows
+
+
+def _first_design(prog, x, n_lam, width, scale, inc, steps, deadline, rel_gap, max_cols, verbose) -> None:
+    """A first design when the cores found none: HiGHS's MILP on the window around the relaxation (fast on small
+    windows) and the Lagrangian of tightened rows (.incumbent.lagrangian_design: a few dual solves, whatever k;
+    on case (e) at k = 20 000 the window's MILP spent its time in HiGHS's presolve), the one likelier to be quick
+    first and with most of the time left, the other with the rest."""
+    lo, hi = window_of(prog, x, n_lam, width)
+
+    def tightened(dl):
+        t0 = time.perf_counter()
+        inc.offer(lagrangian_design(prog, x, dl))
+        if inc.found:
+            steps.append(f"no design found by the cores: a first one from the Lagrangian of tightened rows in "
+                         f"{time.perf_counter() - t0:.2f} s")
+
+    def window(dl):
+        steps.append("no design found by the cores: a first one from the window around the relaxation")
+        _window_search(prog, x, n_lam, width, scale, inc, steps, dl, rel_gap, max_cols, verbose)
+
+    order = (window, tightened) if int(np.sum(hi - lo)) <= WINDOW_FIRST else (tightened, window)
+    order[0](deadline.fraction(0.7))
+    if not inc.found and not deadline.passed():
+        order[1](deadline)
 
 
 def _window_search(prog, x, n_lam, width, scale, inc, steps, deadline, rel_gap, max_cols, verbose) -> None:

@@ -15,6 +15,9 @@ from ....formulations.separable import SeparableProgram
 from .checks import FEAS_TOL, feasible
 from .cores import CoreResult, dynamic_programme, final_test, tabulate, trace
 
+_FIRST_CUT_DIVISOR = 256.0    # a group's least excess is looked for from the cut / this
+_FIRST_CUT_GROWTH = 4.0       # and at cuts growing by this factor
+
 
 @dataclass(frozen=True)
 class GroupTable:
@@ -24,6 +27,12 @@ class GroupTable:
     excess: np.ndarray
     design: Callable[[int], np.ndarray] | None
     peak: int
+
+    def within(self, cut: float) -> "GroupTable":
+        """The entries whose excess is within ``cut`` (the table holds every design up to a larger cut)."""
+        keep = np.flatnonzero(self.excess <= cut)
+        design = None if self.design is None else (lambda j, f=self.design: f(int(keep[j])))
+        return GroupTable(self.totals[keep], self.excess[keep], design, self.peak)
 
 
 def linked_groups(prog: SeparableProgram):
@@ -94,12 +103,47 @@ def enumerate_linked(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, max_states, 
     lam_in = np.where(ineq, lam, 0.0)
     tol_all = 2 * FEAS_TOL * prog.row_scale(n_lam.astype(float))
     cut = budget + float(lam_in @ tol_all)
-    tables, peak = [], 1
-    for pos, rows in groups:
-        res = enumerate_group(prog, Om, ell, lam, n_lam, r_lo, r_hi, cut, pos, rows, link, max_states, deadline)
-        if res is None:
-            return None
-        peak = max(peak, res.peak)
+    peak = 1
+
+    def group(g, c):
+        pos, rows = groups[g]
+        return enumerate_group(prog, Om, ell, lam, n_lam, r_lo, r_hi, c, pos, rows, link, max_states, deadline)
+
+    # Each group's part of f − LB is at least its own least excess e_g, so in a design within the cut group g's
+    # part is at most cut − Σ_{h≠g} e_h. The e_g come first, from cheap enumerations at cuts growing from
+    # cut/256 (a group's first non-empty table holds its least excess); each group is then enumerated only up
+    # to its own cut (or its table filtered to it). Measured on case (e), k = 1 000: the ten groups' parts were
+    # 0.3-1.8 of a cut of 8.8, so each group's cut fell from 8.8 to its e_g + 0.6 and its partial designs from
+    # ~10^5 to a few thousand.
+    first = []
+    for g in range(len(groups)):
+        c = cut / _FIRST_CUT_DIVISOR
+        while True:
+            c = min(c, cut)
+            res = group(g, c)
+            if res is None:
+                return None
+            peak = max(peak, res.peak)
+            if res.totals.size or c >= cut:
+                break
+            c *= _FIRST_CUT_GROWTH
+        if res.totals.size == 0:
+            return CoreResult(None, math.inf, peak)
+        first.append((res, c))
+    least = [float(res.excess.min()) for res, _ in first]
+    room = cut - math.fsum(least)
+    # room < 0: nothing lies within the cut, but the first tables still join into a design (an incumbent whose
+    # excess, above the cut, tells the search how far to go)
+    tables = [res for res, _ in first] if room < 0 else []
+    for g, (res, c) in enumerate(first if room >= 0 else []):
+        own = least[g] + room
+        if own > c:
+            res = group(g, own)
+            if res is None:
+                return None
+            peak = max(peak, res.peak)
+        else:
+            res = res.within(own)
         if res.totals.size == 0:
             return CoreResult(None, math.inf, peak)
         tables.append(res)
