@@ -322,18 +322,21 @@ def test_simulation_batch_default_bounds_memory():
     assert np.all(np.isfinite(out["mse"]))
 
 
+def _unordered_tree(rng, G, n, top):
+    """A three-level tree whose leaves are not in parent order: G middle nodes, n leaves counting 0 .. top − 1."""
+    par = np.concatenate([np.arange(G), rng.integers(0, G, n - G)])
+    rng.shuffle(par)
+    leaves = rng.integers(0, top, size=n).astype(float)
+    mid = np.bincount(par, weights=leaves, minlength=G)
+    return Hierarchy.from_levels([[mid.sum()], mid, leaves], [None, np.zeros(G, dtype=np.int64), par])
+
+
 @pytest.mark.parametrize("consistency", [False, True])
 def test_chunked_simulation_equals_one_batch(consistency):
     """One generator per level: the estimates do not depend on the batch. Chunks of 7, 64 and 1 000 trials
     give the numbers of one batch of all trials with the same seed, up to the order of floating-point sums
     (relative 1e-9), on a tree whose leaves are not in parent order."""
-    rng = np.random.default_rng(4)
-    G, n = 9, 120
-    par = np.concatenate([np.arange(G), rng.integers(0, G, n - G)])
-    rng.shuffle(par)
-    leaves = rng.integers(0, 4, size=n).astype(float)
-    mid = np.bincount(par, weights=leaves, minlength=G)
-    h = Hierarchy.from_levels([[mid.sum()], mid, leaves], [None, np.zeros(G, dtype=np.int64), par])
+    h = _unordered_tree(np.random.default_rng(4), 9, 120, 4)
     eps = [0.3, 0.5, 0.8]
     one = simulate_hierarchy(h, eps, trials=1000, seed=21, consistency=consistency, batch=1000)
     for b in (7, 64, None):
@@ -364,11 +367,7 @@ def test_consistent_release_is_the_projection_by_a_generic_solver():
     rng = np.random.default_rng(12)
     for seed in range(4):
         G, n = int(rng.integers(2, 5)), int(rng.integers(8, 20))
-        par = np.concatenate([np.arange(G), rng.integers(0, G, n - G)])
-        rng.shuffle(par)
-        leaves = rng.integers(0, 5, size=n).astype(float)
-        mid = np.bincount(par, weights=leaves, minlength=G)
-        h = Hierarchy.from_levels([[mid.sum()], mid, leaves], [None, np.zeros(G, dtype=np.int64), par])
+        h = _unordered_tree(rng, G, n, 5)
         eps = [0.5, 0.4, 0.3]
         cons = release(h, eps, seed, consistency=True, trials=2)
         plain = release(h, eps, seed, consistency=False, trials=2)
