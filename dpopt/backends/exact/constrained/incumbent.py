@@ -1,6 +1,7 @@
 """The best feasible design found so far in a block (by the one feasibility test), and the unit-move repair of a
 point that misses its inequality rows by a little (HiGHS's points do: its MILP answers were measured up to
-~1e-6 relative outside rows it was asked to hold to 1e-11, which the feasibility test rightly rejects)."""
+~1e-6 relative outside rows it was asked to hold to 1e-11, which the feasibility test rightly rejects), and a
+first design from the Lagrangian of tightened rows when the cores find none (:func:`lagrangian_design`)."""
 
 from __future__ import annotations
 
@@ -109,7 +110,6 @@ def repair(prog, n) -> np.ndarray | None:
                 break
     x = n.astype(float)
     return n if feasible(prog, n) else None
-
 
 
 TIGHTEN_ROUNDS = 7        # tightenings of the inequality rows at most (each: one continuous dual solve)
