@@ -373,8 +373,21 @@ def one(case, k, mech, eps, tl) -> dict:
     s, t = run(model, "exact", tl)
     gap = s.certificate.gap if s.certificate is not None and s.certificate.gap is not None else math.inf
     sound = s.n is None or (model.is_feasible(s.n) and s.certificate.lower_bound <= s.objective * (1 + 1e-12))
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0      # Linux: kB
-    return dict(time=t, status=s.status.value, gap=gap, mb=rss, sound=bool(sound))
+    return dict(time=t, status=s.status.value, gap=gap, mb=_peak_mb(resource), sound=bool(sound))
+
+
+def _peak_mb(resource) -> float:
+    """This process's peak resident memory in MB: Linux's VmHWM (the high-water mark of this process's own memory
+    since its exec). ru_maxrss is not that: Linux carries it across fork and exec, so a child of a parent that
+    had grown to 1.2 GB reported 1.2 GB whatever it used (measured in the full run); it is the fallback elsewhere."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0          # kB
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0      # Linux: kB
 
 
 def scale_table(cases, ks, mechs, epss, tl):
