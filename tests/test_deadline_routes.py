@@ -228,3 +228,36 @@ def test_infeasibility_diagnosis_uses_the_time_left():
     limits.clear()
     explain(d, relax, Deadline(2.0))
     assert limits and all(0 < t <= 2.0 for t in limits)
+
+
+def test_repair_of_a_solver_point_stops_at_the_deadline_within_a_step():
+    """One step of the model-level repair weighs every exchange between two strata (k² of them): at k = 200 a step
+    takes seconds, so the deadline is checked inside it: with the deadline 50 ms away the repair gives up (None)
+    having examined at most one batch of exchanges past it, instead of finishing the step (the Pyomo secant routes
+    had overrun a 10 s limit by 73 s at k = 500)."""
+    import time
+
+    from dpopt.formulations.repair import repair_integer_point
+
+    d, ref = _combined(200)
+    far = np.asarray(ref).copy()
+    far[:20] += 5                       # off the total and over the budgets: needs many steps
+    far[20:40] -= 5
+    far = np.clip(far, d.lower, d.upper)
+    assert not d.is_feasible(far)
+    late = []
+    real = d.objective_value
+
+    def counted(n):                     # called once per exchange examined
+        if time.perf_counter() > deadline:
+            late.append(1)
+        return real(n)
+
+    d.objective_value = counted
+    deadline = time.perf_counter() + 0.05
+    assert repair_integer_point(d, far, deadline=deadline) is None
+    # a step examines k(k − 1) ≈ 40 000 exchanges; past the deadline at most one batch of 256 more is looked at
+    assert len(late) <= 256, len(late)
+    late.clear()
+    deadline = time.perf_counter() - 1.0
+    assert repair_integer_point(d, far, deadline=deadline) is None and not late

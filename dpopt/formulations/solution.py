@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from ..result import Certificate, Solution, Status
-from .repair import repair_integer_point   # model-level unit moves
+from .repair import SOLVER_TOL, repair_integer_point   # model-level unit moves
 from .separable import SeparableProgram, program_of
 
 #: the solver statuses :func:`solution_from` reads (a :class:`Status` or one of these words); anything else
@@ -68,7 +68,9 @@ def solution_from(model, point, bound: float, solver_status, *, rel_gap: float |
         fixed = None
         if repair:
             fixed = repair_integer_point(model, clipped, deadline=deadline)
-        message += (f"; the solver's point violated a row by {worst:.2e} (relative), within its own tolerance"
+        # (a larger violation is no tolerance: the solver's model was a relaxation, e.g. secants not yet cut)
+        message += (f"; the solver's point violated a row by {worst:.2e} (relative)"
+                    + (", within its own tolerance" if worst <= SOLVER_TOL else "")
                     + (("; repaired by unit moves (optimal only if its gap to the bound proves it)" if fixed is not None
                         else "; no repair found") if repair else "; not repaired"))
         n = fixed
