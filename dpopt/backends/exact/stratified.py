@@ -217,22 +217,31 @@ def _plain_time_note(sol: Solution, limit: float | None) -> Solution:
 # ---------------------------------------------------------------------------------- integer
 def _fill(model: StratifiedDesign, n: np.ndarray) -> tuple[np.ndarray, int]:
     """Add units to reach Σ n = η, each round giving one unit to the strata with the smallest increments."""
-    rounds = 0
-    while True:
-        short = model.total - int(n.sum())
+    return fill_to_total(n, model.total, model.lower, model.upper, model.increments)
+
+
+def fill_to_total(n: np.ndarray, total: int, lower, upper, increments, max_rounds: int | None = None):
+    """Marginal allocation onto Σ n = ``total`` from ``n`` (in place): each round moves one unit in each of the
+    strata whose next unit costs least, ``increments(m, idx)`` being f_i(m + 1) − f_i(m) (exact for separable
+    convex terms). Returns ``(n, rounds)``, or None when ``max_rounds`` pass (or the bounds leave no move) first.
+    Bounded: each round moves at least one unit, so |total − Σ n| rounds at most."""
+    limit = abs(int(total) - int(n.sum())) + 1 if max_rounds is None else max_rounds
+    for rounds in range(limit + 1):
+        short = int(total) - int(n.sum())
         if short == 0:
             return n, rounds
-        rounds += 1
+        if rounds == limit:
+            return None
         if short > 0:
-            cand = np.flatnonzero(n < model.upper)
-            val = model.increments(n[cand], cand)
-            take = cand[_smallest(val, short)]
-            n[take] += 1
+            cand = np.flatnonzero(n < upper)
+            val = increments(n[cand], cand)
         else:
-            cand = np.flatnonzero(n > model.lower)
-            val = model.increments(n[cand] - 1, cand)
-            take = cand[_smallest(-val, -short)]
-            n[take] -= 1
+            cand = np.flatnonzero(n > lower)
+            val = -increments(n[cand] - 1, cand)
+        if cand.size == 0:
+            return None
+        n[cand[_smallest(val, abs(short))]] += 1 if short > 0 else -1
+    return None
 
 
 def _smallest(val: np.ndarray, r: int) -> np.ndarray:

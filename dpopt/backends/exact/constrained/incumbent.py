@@ -178,23 +178,14 @@ def lagrangian_design(prog, x, deadline) -> np.ndarray | None:
 
 
 def _on_total(prog, lam, eta):
-    """The integer minimiser of the Lagrangian at ``lam`` moved onto Σ n = η (None: no total) by the cheapest
-    unit moves, one unit per stratum per pass (marginal allocation on φ: exact for separable convex terms)."""
+    """The integer minimiser of the Lagrangian at ``lam`` moved onto Σ n = η (None: no total) by marginal
+    allocation on φ (:func:`..stratified.fill_to_total`, at most 64 rounds)."""
+    from ..stratified import fill_to_total
     from .inner import increments, inner_integer
 
     Om, ell = prog.combine(lam)
     n = inner_integer(prog, Om, ell)
-    lo, hi = prog.lower, prog.upper
     if eta is None:
         return n
-    for _ in range(64):
-        gap = eta - int(n.sum())
-        if gap == 0:
-            return n
-        ok = np.flatnonzero(n < hi) if gap > 0 else np.flatnonzero(n > lo)
-        cost = increments(prog, Om, ell, n[ok], ok) if gap > 0 else -increments(prog, Om, ell, n[ok] - 1, ok)
-        take = min(abs(gap), ok.size)
-        if take == 0:
-            return None
-        n[ok[np.argpartition(cost, take - 1)[:take]]] += 1 if gap > 0 else -1
-    return n if int(n.sum()) == eta else None
+    out = fill_to_total(n, eta, prog.lower, prog.upper, lambda m, idx: increments(prog, Om, ell, m, idx), 64)
+    return None if out is None else out[0]
