@@ -36,3 +36,33 @@ def test_non_binding_and_binding_budgets_against_brute_force():
         assert abs(sol.objective - g) <= 1e-12 * g
         assert ("solved without cost budget" in sol.message) is (not binds)
         assert sol.certificate.lower_bound <= sol.objective * (1 + 1e-12)
+
+
+def test_domain_targets_with_a_budget_against_brute_force():
+    """Domain SE targets (nested allocation) plus a cost budget: where the budget does not bind, the model without
+    it is solved by nested allocation alone and its optimum is returned; where it binds, the general route runs.
+    Both against brute force (designs enumerated, feasibility by the model's one test, objective by formula)."""
+    Nd, S2d, cost, total = np.array([12, 15, 10, 8]), np.array([4.0, 1.0, 9.0, 2.0]), np.array([1.0, 3.0, 2.0, 1.5]), 16
+
+    def model(budget=None):
+        d = dpopt.StratifiedDesign(Nd, S2d, total, 1.0, domains=["A", "A", "B", "B"])
+        d.add_precision_target(0.75, strata="A", kind="se").add_precision_target(0.85, strata="B", kind="se")
+        return d if budget is None else d.add_cost_budget(cost, budget)
+
+    free = model().solve()          # the targets bind: without them the design is (5, 3, 6, 2)
+    assert tuple(free.n) == (4, 3, 6, 3)
+    spend = float(cost @ free.n)
+    for budget, binds in ((spend * 1.01, False), (spend * 0.97, True)):
+        d = model(budget)
+        best = (np.inf, None)
+        for n in itertools.product(*(range(1, int(x) + 1) for x in Nd)):
+            if sum(n) != total or not d.is_feasible(np.array(n)):
+                continue
+            x = np.array(n, dtype=float)
+            eps = np.log1p(np.expm1(1.0) * Nd / x)
+            best = min(best, (float(np.sum(Nd ** 2 * (S2d + 2.0 / eps ** 2) / x)), n))
+        sol = d.solve()
+        assert best[1] is not None and sol.status == dpopt.Status.OPTIMAL and tuple(sol.n) == best[1]
+        assert abs(sol.objective - best[0]) <= 1e-12 * best[0]
+        assert ("nested marginal allocation" in sol.message and "solved without" in sol.message) is (not binds)
+        assert sol.certificate.lower_bound <= sol.objective * (1 + 1e-12)

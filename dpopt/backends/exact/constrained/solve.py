@@ -269,10 +269,13 @@ def _without_inequality_rows(model, rel_gap, time_limit, verbose, window, max_mi
     if hasattr(model, "design"):       # a min-cost design also carries its rows on its StratifiedDesign
         smaller.design = copy.copy(model.design)
         smaller.design.constraints = [c for c in model.design.constraints if c.sense == "=="]
-    if _clearly_binding(smaller, rows, time_limit):
-        return None
-    with stage("the model without its inequality rows"):      # its progress lines are not the model's
-        sol = solve_constrained(smaller, rel_gap, time_limit / 4.0, verbose, window, max_milp_columns, max_states)
+    sol = _by_domains_alone(smaller, rel_gap, time_limit / 4.0)
+    if sol is None:
+        if _clearly_binding(smaller, rows, time_limit):
+            return None
+        with stage("the model without its inequality rows"):      # its progress lines are not the model's
+            sol = solve_constrained(smaller, rel_gap, time_limit / 4.0, verbose, window, max_milp_columns,
+                                    max_states)
     if sol.status != Status.OPTIMAL or sol.n is None or not model.is_feasible(sol.n):
         return None
     names = ", ".join(sorted({c.name for c in rows}))
@@ -283,6 +286,21 @@ def _without_inequality_rows(model, rel_gap, time_limit, verbose, window, max_mi
         if key in sol.details:
             out.details[key] = sol.details[key]
     return out
+
+
+def _by_domains_alone(smaller, rel_gap, time_limit):
+    """The smaller model's optimum by nested marginal allocation when its rows are domain targets on the
+    objective's scale (:func:`_solve_by_domains`), else None. That solve costs about what the relaxation in
+    :func:`_clearly_binding` costs (measured: 5 ms each on the census frame's 51 strata), so it is tried
+    before that check rather than after it: a row that does not bind then costs one such solve, not two."""
+    prog = program_of(smaller)
+    if prog.m == 0 or convexity(smaller)[0] is not True:
+        return None
+    groups = domain_structure(prog)
+    if groups is None:
+        return None
+    sol = _solve_by_domains(smaller, prog, groups, rel_gap, Deadline(time_limit))
+    return sol if sol is not None and sol.status == Status.OPTIMAL else None
 
 
 CLEARLY_BINDING = 1e-3     # relative violation of a dropped row by the smaller model's relaxation that skips it
