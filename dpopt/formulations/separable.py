@@ -8,7 +8,7 @@
 
 where t_ij(x) = (σ_ij² + γ_j²(x))/x is the unit term of variable j in stratum i (the model's
 ``unit_terms``/``unit_increments``/``unit_derivatives``) and every W ≥ 0. Each row is discretely convex
-in every n_i when the terms are (proven for the built-in mechanisms with the whole budget; checked
+in every n_i when the terms are (proven for the built-in pure-DP mechanisms at any budget share; checked
 otherwise), so the Lagrangian and secant relaxations below are exact lower bounds (docs/constrained.md).
 
 :func:`program_of` builds it from a StratifiedDesign or MinCostDesign; :func:`secant_milp` writes its

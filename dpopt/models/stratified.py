@@ -1016,10 +1016,10 @@ class StratifiedDesign(Model):
         """Are the unit terms discretely convex (non-decreasing increments) on every stratum's range?
 
         The exchange certificate, the exact backends and Algorithm 1 rest on it. It is proven for the
-        built-in mechanisms at the whole budget, and for Laplace at any share (the share only rescales the
-        noise; docs/stratified.md). Otherwise (a user mechanism, or DLap/TuLap with a budget share below 1)
-        it is checked increment by increment, per variable, when the ranges hold at most ``max_points``
-        values in all (True/False), else unknown (None).
+        built-in pure-DP mechanisms (Laplace, DLap, TuLap) at every budget share (docs/stratified.md).
+        Otherwise (a user mechanism, or Gaussian noise under (ε, δ)) it is checked increment by increment,
+        per variable, when the ranges hold at most ``max_points`` values in all (True/False), else unknown
+        (None).
         """
         mech = self.mechanism
         if all(m.convex_terms_proven(self.shares) for m in self.noise_mechanisms):   # the mechanisms' own claim
@@ -1028,7 +1028,7 @@ class StratifiedDesign(Model):
             return self._convexity
         what = (f"user mechanism {mech.name!r}" if type(mech).convex_terms_proven is Mechanism.convex_terms_proven
                 else f"{mech.name} under {mech.guarantee}" if not isinstance(mech.guarantee, PureDP)
-                else f"{mech.name} with budget shares below 1")
+                else f"{mech.name} (convexity not proven for it)")
         span = int(np.sum(self.upper - self.lower)) * self.J
         if span > max_points:
             out = (None, f"{what}: convexity of the terms not verified ({span} increments exceed {max_points})")

@@ -98,7 +98,9 @@ class DiscreteLaplace(Mechanism, _builtin=True):
         return var0 * np.expm1(dlog)
 
     def convex_terms_proven(self, shares) -> bool:
-        return bool(np.all(np.asarray(shares, dtype=float) == 1.0))   # at the whole budget (docs/stratified.md)
+        # at any share in (0, 1] and any integer Δ ≥ 1 (docs/stratified.md, "A budget share below 1")
+        s = np.asarray(shares, dtype=float)
+        return bool(np.all((s > 0.0) & (s <= 1.0)))
 
     def growth_coefficients(self, sensitivity=1.0):
         # p = 1/(1 + y): 2p/(1−p)² = 2(1 + y)/y² = 2/y + 2/y²; at Δ ≠ 1 p = (1 + y)^{−1/Δ}, no polynomial

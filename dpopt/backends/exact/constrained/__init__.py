@@ -23,7 +23,7 @@ constraint rows over the unit terms). Three steps:
    blocks solved one by one, each with a share of the time left.
 
 Secant cuts and the Lagrangian inner solves are exact lower bounds only where every row is discretely
-convex in each n_i: proven for the built-in mechanisms with the whole budget, checked increment by
+convex in each n_i: proven for the built-in pure-DP mechanisms at any budget share, checked increment by
 increment otherwise (``convexity_verified``); without that the answer is at best ``feasible``.
 
 Modules, in the order a solve runs them:
