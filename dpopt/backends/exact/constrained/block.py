@@ -19,7 +19,7 @@ from .cores import DEFAULT_MAX_STATES
 from .dual import DualResult, solve_dual
 from .fixing import window as window_of
 from .highs_milp import highs_solve, lp_multipliers
-from .incumbent import Incumbent, lagrangian_design
+from .incumbent import Incumbent, improve_by_transfers, lagrangian_design
 from .inner import phi
 from .search import INFEASIBLE, CoreSearch
 from .subset import improve as improve_one_row
@@ -163,9 +163,13 @@ def _first_design(prog, x, n_lam, width, scale, inc, steps, deadline, rel_gap, m
 
     def tightened(dl):
         t0 = time.perf_counter()
-        inc.offer(lagrangian_design(prog, x, dl))
+        first = lagrangian_design(prog, x, dl)
+        inc.offer(first)
+        if inc.found and first is not None:
+            inc.offer(improve_by_transfers(prog, first, dl), repair_it=False)
         if inc.found:
-            steps.append(f"no design found by the cores: a first one from the Lagrangian of tightened rows in "
+            steps.append(f"no design found by the cores: a first one from the Lagrangian of tightened rows, "
+                         f"improved by unit transfers, in "
                          f"{time.perf_counter() - t0:.2f} s")
 
     def window(dl):

@@ -193,19 +193,33 @@ def _undominated(tab: CoreTable, R, ROW, keys):
         keep = _segmented_first_min(group, ROW[order, int(np.flatnonzero(tab.ineq)[0])])
     else:
         keep = np.concatenate([[True], group[1:] != group[:-1]])
-    return np.sort(order[keep])
+    # the kept positions in increasing order, without a sort (measured: the sort was 12 % of case (e) at k = 20 000)
+    mask = np.zeros(R.size, dtype=bool)
+    mask[order[keep]] = True
+    return np.flatnonzero(mask)
 
 
 def _segmented_first_min(group: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """For items sorted by group (then by their objective), True where y is below every earlier y of the group."""
+    """For items sorted by group (then by their objective), False where an earlier item of the same group has a
+    smaller y (the item is dominated), True otherwise.
+
+    No sort: y is shifted down by D per group, D above twice y's range, so every earlier group's shifted values
+    lie above the current group's and one running minimum serves all groups. Rounding is monotone, so a
+    shifted value strictly below another's means a y no larger. Where an item's shifted value equals the
+    running minimum, its y is compared with that of the item that set the minimum (same group), so exact ties
+    (identical strata) are dropped as before and values merged by rounding are kept: never a design wrongly
+    dropped."""
     S = y.size
-    rank = np.empty(S, dtype=np.int64)
-    # (ties in y may be ranked either way: a later equal y is then kept, never a design wrongly dropped)
-    rank[np.argsort(y)] = np.arange(S)
-    # ranks shifted down by S per group: the running minimum then restarts at each group's first item
-    w = rank - group.astype(np.int64) * S
-    prev = np.concatenate([[np.iinfo(np.int64).max], np.minimum.accumulate(w)[:-1]])
-    return w < prev
+    if S == 0:
+        return np.zeros(0, dtype=bool)
+    lo, hi = float(np.min(y)), float(np.max(y))
+    D = 2.0 * (hi - lo) + 1.0 + abs(hi) + abs(lo)
+    z = y - group * D
+    prev = np.concatenate([[np.inf], np.minimum.accumulate(z)[:-1]])
+    new = z < prev
+    setter = np.maximum.accumulate(np.where(new, np.arange(S), 0))        # first item at the running minimum
+    before = np.concatenate([[0], setter[:-1]])
+    return new | ((z == prev) & (y[before] > y))
 
 
 def dynamic_programme(tab: CoreTable, cut, max_states, deadline, dominance: bool,

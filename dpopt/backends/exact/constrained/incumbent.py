@@ -112,6 +112,70 @@ def repair(prog, n) -> np.ndarray | None:
     return n if feasible(prog, n) else None
 
 
+TRANSFER_PASSES = 60     # passes of improving unit transfers at most (each: one evaluation of every ±1 move)
+
+
+def improve_by_transfers(prog, n, deadline) -> np.ndarray:
+    """``n`` (feasible, on its total) improved by unit transfers: one unit out of stratum j and into stratum i
+    where the objective falls and every inequality row stays at or below its right-hand side.
+
+    Each pass pairs the cheapest additions with the largest removal savings, in that order, taking a pair when
+    the rows allow it (rows are separable, so the pass tracks their values exactly; a stratum moves at most
+    once per pass), and stops at the first pair that would not lower the objective. The total never changes.
+    A heuristic for the incumbent only: the design the tightened rows give leaves their slack unused (case (e)
+    at k = 20 000: gap 2.7e-3 before, 1.9e-4 after, in 0.6 s; ranking the moves by their price at the
+    multipliers as well found nothing more). The feasibility test judges the result."""
+    n = np.asarray(n, dtype=np.int64).copy()
+    lo, hi = prog.lower, prog.upper
+    ineq = prog.inequality()
+    rhs = prog.rhs()
+    for _ in range(TRANSFER_PASSES):
+        if deadline.passed():
+            break
+        x = n.astype(float)
+        T = prog.unit_matrix(x)
+        g0 = np.stack([prog.row_terms(r, T, x) for r in prog.rows], axis=1)
+        f0 = prog.row_terms(prog.objective, T, x)
+        cur = np.where(ineq, g0.sum(axis=0) - rhs, -np.inf)    # ≤ 0 on a feasible point; equality rows ignored
+        moves = []
+        for d in (1, -1):
+            v = n + d
+            ok = np.flatnonzero((v >= lo) & (v <= hi))
+            xv = v[ok].astype(float)
+            Tv = prog.unit_matrix(xv, ok)
+            dg = np.stack([prog.row_terms(r, Tv, xv, ok) for r in prog.rows], axis=1) - g0[ok]
+            df = prog.row_terms(prog.objective, Tv, xv, ok) - f0[ok]
+            order = np.argsort(df, kind="stable")
+            moves.append((ok[order], dg[order], df[order]))
+        (add, dga, dfa), (rem, dgr, dfr) = moves
+        moved = np.zeros(prog.k, dtype=bool)
+        a = r = 0
+        gained = False
+        while a < add.size and r < rem.size and dfa[a] + dfr[r] < 0:
+            i, j = int(add[a]), int(rem[r])
+            if moved[i]:
+                a += 1
+                continue
+            if moved[j] or i == j:
+                r += 1
+                continue
+            both = cur + dga[a] + dgr[r]
+            if np.all(both[ineq] <= 0):
+                n[i] += 1
+                n[j] -= 1
+                moved[i] = moved[j] = True
+                cur, gained = both, True
+                a += 1
+                r += 1
+            elif np.any((cur + dga[a])[ineq] > 0):
+                a += 1            # the addition alone breaks a row
+            else:
+                r += 1            # the removal breaks one (alone or with this addition)
+        if not gained:
+            break
+    return n
+
+
 TIGHTEN_ROUNDS = 7        # tightenings of the inequality rows at most (each: one continuous dual solve)
 TIGHTEN_START = 1e-4      # first tightening, relative to each row's scale; ×4 per round
 TIGHTEN_BISECTIONS = 3    # log-scale halvings towards the least tightening that works
