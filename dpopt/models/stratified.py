@@ -818,19 +818,33 @@ class StratifiedDesign(Model):
         dd = 2 * s2 * inv_x ** 3 if second else None
         if mech.laplace_part:
             lap = E < mech.split_below(sens)
-            d1 = d1 + np.where(lap, 2 * d2 * (inv_x / L) ** 2 * (2 * s / L - 1), 0.0)
+            every = bool(np.all(lap))          # (the usual case: no masking needed)
+            part = 2 * d2 * (inv_x / L) ** 2 * (2 * s / L - 1)
+            d1 = d1 + (part if every else np.where(lap, part, 0.0))
             if second:
                 u = expit(-ly)   # 1/(1+y)
-                dd = dd + np.where(lap, 2 * d2 * _psi(ly, L, s, u) * inv_x ** 3, 0.0)
+                part = 2 * d2 * _psi(ly, L, s, u) * inv_x ** 3
+                dd = dd + (part if every else np.where(lap, part, 0.0))
         else:
-            lap = np.zeros(L.shape, dtype=bool)
-        if mech.has_remainder or not np.all(lap):
-            r = np.where(lap, mech.remainder(E, sens), mech.variance(E, sens))
-            r1 = share * np.where(lap, mech.remainder_derivative(E, sens, 1), mech.variance_derivative(E, sens, 1))
+            lap, every = np.zeros(L.shape, dtype=bool), False
+        if mech.has_remainder or not every:
+            # the remainder where the Laplace split holds, the whole variance elsewhere: each evaluated on its
+            # own points only (elementwise functions, so the values are those of the whole arrays)
+            r, r1 = np.empty_like(E), np.empty_like(E)
+            r2 = np.empty_like(E) if second else None
+            for where, value, deriv in ((lap, mech.remainder, mech.remainder_derivative),
+                                        (~lap, mech.variance, mech.variance_derivative)):
+                if not np.any(where):
+                    continue
+                e = E[where]
+                r[where] = value(e, sens)
+                r1[where] = deriv(e, sens, 1)
+                if second:
+                    r2[where] = deriv(e, sens, 2)
+            r1 = share * r1
             d1 = d1 + r1 * Lp * inv_x - r * inv_x ** 2
             if second:
-                r2 = share ** 2 * np.where(lap, mech.remainder_derivative(E, sens, 2),
-                                           mech.variance_derivative(E, sens, 2))
+                r2 = share ** 2 * r2
                 Lpp = s * (2 - s) * inv_x ** 2
                 dd = dd + r2 * Lp ** 2 * inv_x + r1 * Lpp * inv_x - 2 * r1 * Lp * inv_x ** 2 + 2 * r * inv_x ** 3
         return d1, dd
