@@ -15,6 +15,8 @@ makes it fast (typically one round of each).
 
 from __future__ import annotations
 
+import math
+
 import time
 
 import numpy as np
@@ -76,13 +78,16 @@ def _joint_newton(model: StratifiedDesign, x: np.ndarray, lo, hi, tol: float, ma
     bracketed method.
     """
     eta = float(model.total)
+    mu = None
     for it in range(1, max_iter + 1):
         d1, h = model.terms_derivatives(x)
         if not np.all(np.isfinite(d1)) or not np.all(h > 0):
             return None
         inv_h = 1.0 / h
         base = x - d1 * inv_h            # linearised minimiser is base + μ/h
-        mu = float(np.median(d1))
+        # the first step starts from the median derivative, later ones from the last step's μ (near the root:
+        # fewer passes, and no median, which was 5 % of a solve at k = 100 000)
+        mu = float(np.median(d1)) if mu is None or not math.isfinite(mu) else mu
         for _ in range(100):             # exact solve of Σ clip(base + μ/h) = η
             t = np.clip(base + mu * inv_h, lo, hi)
             free = (t > lo) & (t < hi)
