@@ -14,7 +14,7 @@ from dpopt import StratifiedDesign
 from dpopt.backends.exact.constrained import block as block_mod
 from dpopt.backends.exact.constrained.deadline import Deadline
 from dpopt.backends.exact.constrained.dual import solve_dual
-from dpopt.backends.exact.constrained.incumbent import improve_by_transfers, lagrangian_design
+from dpopt.backends.exact.constrained.incumbent import improve_by_unit_moves, lagrangian_design
 from dpopt.backends.exact.constrained.search import STOP
 from dpopt.formulations.separable import program_of
 from test_constrained_exact import _alpha, _grid, _unit
@@ -65,7 +65,7 @@ def _brute(d, mech, eps, objective):
 
 
 def test_first_design_meets_every_row_and_is_no_better_than_the_optimum():
-    """The first design, and the same design after unit transfers (improve_by_transfers), meet every row as the
+    """The first design, and the same design after unit transfers (improve_by_unit_moves), meet every row as the
     formulas compute them and are no better than the brute-force optimum; the transfers keep the total and
     never worsen the design (on these small instances the first design is already a local optimum of them)."""
     rs = np.random.default_rng(20)
@@ -86,7 +86,7 @@ def test_first_design_meets_every_row_and_is_no_better_than_the_optimum():
         row = np.flatnonzero(np.all(grid == n, axis=1))
         assert row.size == 1 and ok[row[0]], (n, d.total)
         assert g[row[0]] >= np.min(g[ok]) * (1 - 1e-12)
-        m = improve_by_transfers(prog, n, Deadline(10.0))
+        m = improve_by_unit_moves(prog, n, Deadline(10.0))
         moved = np.flatnonzero(np.all(grid == m, axis=1))
         assert moved.size == 1 and ok[moved[0]] and m.sum() == d.total
         assert np.min(g[ok]) * (1 - 1e-12) <= g[moved[0]] <= g[row[0]] * (1 + 1e-12)
@@ -117,7 +117,7 @@ def test_unit_transfers_improve_the_first_design_at_300_strata(seed):
         d.add_precision_target(weights[-1][1], strata=idx, kind="variance")
     prog = program_of(d)
     n = lagrangian_design(prog, solve_dual(prog, Deadline(10.0)).x, Deadline(10.0))
-    m = improve_by_transfers(prog, n, Deadline(10.0))
+    m = improve_by_unit_moves(prog, n, Deadline(10.0))
 
     def terms(v):
         e = np.log1p(np.expm1(eps) * N / v)
@@ -190,3 +190,39 @@ def _dense_lp(highspy, k):
     lp.a_matrix_.index_ = idx.astype(np.int32)
     lp.a_matrix_.value_ = np.ones(2 * k)
     return lp
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_single_unit_moves_lower_the_cost_of_a_wasteful_min_cost_design(seed):
+    """Without a fixed total (a min-cost design under a variance bound per domain), the unit moves are single units
+    out (or in): from a design with units to spare in every stratum they lower the cost, every target still met as
+    the Laplace formulas compute it, and the cost stays at or above the exact solver's lower bound."""
+    rs = np.random.default_rng(40 + seed)
+    k, eps = 200, 1.0
+    N = rs.integers(50, 3000, size=k)
+    S2 = 10.0 ** rs.uniform(-1.0, 3.0, size=k)
+    cost = rs.uniform(1.0, 10.0, size=k)
+    d = StratifiedDesign(N, S2, 20 * k, eps)
+    ref = d.solve().n
+    doms = np.arange(k) % 4
+    weights = []
+
+    def terms(v):
+        e = np.log1p(np.expm1(eps) * N / v)
+        return (S2 + 2.0 / e ** 2) / v
+
+    for g in range(4):
+        idx = np.flatnonzero(doms == g)
+        w = np.zeros(k)
+        w[idx] = (N[idx] / N[idx].sum()) ** 2
+        weights.append((w, float(w @ terms(ref.astype(float)))))
+        d.add_precision_target(weights[-1][1], strata=idx, kind="variance")
+    m = d.min_cost(cost)
+    prog = program_of(m)
+    start = np.minimum(ref + 3, N)                   # meets every target, with units to spare
+    better = improve_by_unit_moves(prog, start, Deadline(10.0))
+    for w, bound in weights:
+        assert w @ terms(better.astype(float)) <= bound * (1 + 1e-12)
+    assert np.all(better >= m.design.lower) and np.all(better <= m.design.upper)
+    assert cost @ better < cost @ start
+    assert cost @ better >= m.solve(time_limit=20).certificate.lower_bound * (1 - 1e-12)

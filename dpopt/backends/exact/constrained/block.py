@@ -19,7 +19,7 @@ from .cores import DEFAULT_MAX_STATES
 from .dual import DualResult, solve_dual
 from .fixing import window as window_of
 from .highs_milp import highs_solve, lp_multipliers
-from .incumbent import Incumbent, improve_by_transfers, lagrangian_design
+from .incumbent import Incumbent, improve_by_unit_moves, lagrangian_design
 from .inner import phi
 from .search import INFEASIBLE, CoreSearch
 from .subset import improve as improve_one_row
@@ -76,7 +76,7 @@ def solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max_
                      + (" (no progress)" if res.stalled else ""))
     ib, lam, scale = _best_bound(prog, convex, res, deadline, window)
     base = dataclasses.replace(base, lam=lam)
-    inc = Incumbent(prog)
+    inc = Incumbent(prog, deadline)
     inc.offer(ib.n)
     if not convex:
         _window_search(prog, res.x, ib.n, window, scale, inc, steps, deadline, rel_gap, max_cols, verbose)
@@ -166,7 +166,7 @@ def _first_design(prog, x, n_lam, width, scale, inc, steps, deadline, rel_gap, m
         first = lagrangian_design(prog, x, dl)
         inc.offer(first)
         if inc.found and first is not None:
-            inc.offer(improve_by_transfers(prog, first, dl), repair_it=False)
+            inc.offer(improve_by_unit_moves(prog, first, dl), repair_it=False)
         if inc.found:
             steps.append(f"no design found by the cores: a first one from the Lagrangian of tightened rows, "
                          f"improved by unit transfers, in "

@@ -17,10 +17,11 @@ REPAIR_VIOLATION = 1e-3   # relative violation beyond which a point is not repai
 
 
 class Incumbent:
-    def __init__(self, prog):
+    def __init__(self, prog, deadline=None):
         self.prog = prog
         self.ub = math.inf
         self.n = None
+        self.deadline = deadline      # for improving repaired points (improve_by_unit_moves); None: not improved
 
     def offer(self, n, repair_it: bool = True) -> None:
         """Keep ``n`` when it is feasible and better than the incumbent; a point that misses inequality rows by
@@ -33,6 +34,10 @@ class Incumbent:
             n = repair(self.prog, n)
             if n is None or not feasible(self.prog, n):
                 return
+            if self.deadline is not None:
+                better = improve_by_unit_moves(self.prog, n, self.deadline)
+                if feasible(self.prog, better):
+                    n = better
         v = self.prog.evaluate(n.astype(float))[0]
         if v < self.ub:
             self.ub, self.n = v, n.copy()
@@ -112,29 +117,34 @@ def repair(prog, n) -> np.ndarray | None:
     return n if feasible(prog, n) else None
 
 
-TRANSFER_PASSES = 60     # passes of improving unit transfers at most (each: one evaluation of every ±1 move)
+MOVE_PASSES = 60     # passes of improving unit moves at most (each: one evaluation of every ±1 move)
 
 
-def improve_by_transfers(prog, n, deadline) -> np.ndarray:
-    """``n`` (feasible, on its total) improved by unit transfers: one unit out of stratum j and into stratum i
-    where the objective falls and every inequality row stays at or below its right-hand side.
+def improve_by_unit_moves(prog, n, deadline) -> np.ndarray:
+    """``n`` (feasible) improved by unit moves that lower the objective while every inequality row stays at or below
+    its right-hand side: without equality rows, single units in or out (in order of objective gain); with the
+    total Σ n = η as the only equality row, transfers, one unit out of one stratum and into another (the
+    cheapest additions paired with the largest removal savings, in that order). Rows are separable, so a pass
+    tracks their values exactly; a stratum moves at most once per pass, and passes repeat until one finds
+    nothing. Other equality rows: ``n`` unchanged.
 
-    Each pass pairs the cheapest additions with the largest removal savings, in that order, taking a pair when
-    the rows allow it (rows are separable, so the pass tracks their values exactly; a stratum moves at most
-    once per pass), and stops at the first pair that would not lower the objective. The total never changes.
-    A heuristic for the incumbent only: the design the tightened rows give leaves their slack unused (case (e)
-    at k = 20 000: gap 2.7e-3 before, 1.9e-4 after, in 0.6 s; ranking the moves by their price at the
-    multipliers as well found nothing more). The feasibility test judges the result."""
+    A heuristic for the incumbent only; the feasibility test judges the result. Why: the design the tightened
+    rows give leaves their slack unused (case (e) at k = 20 000: gap 2.7e-3 before, 1.9e-4 after, in 0.6 s;
+    ranking the moves by their price at the multipliers as well found nothing more), and a point repaired onto
+    the rows (:func:`repair`) keeps the units the repair added where others would serve."""
     n = np.asarray(n, dtype=np.int64).copy()
-    lo, hi = prog.lower, prog.upper
     ineq = prog.inequality()
+    eq = np.flatnonzero(~ineq)
+    if eq.size > 1 or (eq.size == 1 and prog.rows[eq[0]].kind != "total"):
+        return n
+    lo, hi = prog.lower, prog.upper
     rhs = prog.rhs()
-    for _ in range(TRANSFER_PASSES):
+    for _ in range(MOVE_PASSES):
         if deadline.passed():
             break
         x = n.astype(float)
         T = prog.unit_matrix(x)
-        g0 = np.stack([prog.row_terms(r, T, x) for r in prog.rows], axis=1)
+        g0 = np.stack([prog.row_terms(r, T, x) for r in prog.rows], axis=1) if prog.m else np.zeros((prog.k, 0))
         f0 = prog.row_terms(prog.objective, T, x)
         cur = np.where(ineq, g0.sum(axis=0) - rhs, -np.inf)    # ≤ 0 on a feasible point; equality rows ignored
         moves = []
@@ -143,37 +153,66 @@ def improve_by_transfers(prog, n, deadline) -> np.ndarray:
             ok = np.flatnonzero((v >= lo) & (v <= hi))
             xv = v[ok].astype(float)
             Tv = prog.unit_matrix(xv, ok)
-            dg = np.stack([prog.row_terms(r, Tv, xv, ok) for r in prog.rows], axis=1) - g0[ok]
+            dg = (np.stack([prog.row_terms(r, Tv, xv, ok) for r in prog.rows], axis=1) if prog.m
+                  else np.zeros((ok.size, 0))) - g0[ok]
             df = prog.row_terms(prog.objective, Tv, xv, ok) - f0[ok]
             order = np.argsort(df, kind="stable")
-            moves.append((ok[order], dg[order], df[order]))
-        (add, dga, dfa), (rem, dgr, dfr) = moves
+            moves.append((ok[order], np.full(ok.size, d), dg[order], df[order]))
         moved = np.zeros(prog.k, dtype=bool)
-        a = r = 0
-        gained = False
-        while a < add.size and r < rem.size and dfa[a] + dfr[r] < 0:
-            i, j = int(add[a]), int(rem[r])
-            if moved[i]:
-                a += 1
-                continue
-            if moved[j] or i == j:
-                r += 1
-                continue
-            both = cur + dga[a] + dgr[r]
-            if np.all(both[ineq] <= 0):
-                n[i] += 1
-                n[j] -= 1
-                moved[i] = moved[j] = True
-                cur, gained = both, True
-                a += 1
-                r += 1
-            elif np.any((cur + dga[a])[ineq] > 0):
-                a += 1            # the addition alone breaks a row
-            else:
-                r += 1            # the removal breaks one (alone or with this addition)
+        if eq.size:
+            cur, gained = _transfers(n, moves, cur, ineq, moved)
+        else:
+            cur, gained = _single_moves(n, moves, cur, ineq, moved)
         if not gained:
             break
     return n
+
+
+def _single_moves(n, moves, cur, ineq, moved):
+    """One pass of single unit moves (in place on ``n``) in order of objective gain, each taken when it lowers the
+    objective and the rows allow it."""
+    idx, dirs, dg, df = (np.concatenate(c) for c in zip(*moves))
+    gained = False
+    for p in np.flatnonzero(df < 0)[np.argsort(df[df < 0], kind="stable")]:
+        i = int(idx[p])
+        if moved[i]:
+            continue
+        after = cur + dg[p]
+        if np.all(after[ineq] <= 0):
+            n[i] += int(dirs[p])
+            moved[i] = True
+            cur, gained = after, True
+    return cur, gained
+
+
+def _transfers(n, moves, cur, ineq, moved):
+    """One pass of unit transfers (in place on ``n``): the cheapest additions paired with the largest removal
+    savings, a pair taken when it lowers the objective and the rows allow it; stops at the first pair that would
+    not lower the objective."""
+    (add, _, dga, dfa), (rem, _, dgr, dfr) = moves
+    a = r = 0
+    gained = False
+    while a < add.size and r < rem.size and dfa[a] + dfr[r] < 0:
+        i, j = int(add[a]), int(rem[r])
+        if moved[i]:
+            a += 1
+            continue
+        if moved[j] or i == j:
+            r += 1
+            continue
+        both = cur + dga[a] + dgr[r]
+        if np.all(both[ineq] <= 0):
+            n[i] += 1
+            n[j] -= 1
+            moved[i] = moved[j] = True
+            cur, gained = both, True
+            a += 1
+            r += 1
+        elif np.any((cur + dga[a])[ineq] > 0):
+            a += 1            # the addition alone breaks a row
+        else:
+            r += 1            # the removal breaks one (alone or with this addition)
+    return cur, gained
 
 
 TIGHTEN_ROUNDS = 7        # tightenings of the inequality rows at most (each: one continuous dual solve)
