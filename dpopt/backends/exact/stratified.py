@@ -16,7 +16,6 @@ makes it fast (typically one round of each).
 from __future__ import annotations
 
 import math
-
 import time
 
 import numpy as np

@@ -169,7 +169,7 @@ def _first_design(prog, x, n_lam, width, scale, inc, steps, deadline, rel_gap, m
             inc.offer(improve_by_unit_moves(prog, first, dl), repair_it=False)
         if inc.found:
             steps.append(f"no design found by the cores: a first one from the Lagrangian of tightened rows, "
-                         f"improved by unit transfers, in "
+                         f"improved by unit moves, in "
                          f"{time.perf_counter() - t0:.2f} s")
 
     def window(dl):
