@@ -52,7 +52,8 @@ def test_domain_targets_with_a_budget_against_brute_force():
     free = model().solve()          # the targets bind: without them the design is (5, 3, 6, 2)
     assert tuple(free.n) == (4, 3, 6, 3)
     spend = float(cost @ free.n)
-    for budget, binds in ((spend * 1.01, False), (spend * 0.97, True)):
+    # (a budget equal to the optimum's own cost is met exactly: it does not bind either)
+    for budget, binds in ((spend * 1.01, False), (spend, False), (spend * 0.97, True)):
         d = model(budget)
         best = (np.inf, None)
         for n in itertools.product(*(range(1, int(x) + 1) for x in Nd)):
@@ -66,3 +67,15 @@ def test_domain_targets_with_a_budget_against_brute_force():
         assert abs(sol.objective - best[0]) <= 1e-12 * best[0]
         assert ("nested marginal allocation" in sol.message and "solved without" in sol.message) is (not binds)
         assert sol.certificate.lower_bound <= sol.objective * (1 + 1e-12)
+
+
+def test_a_tiny_time_limit_with_a_row_that_does_not_bind_is_honest():
+    """A limit far too short for any solve: whatever comes back is never called optimal without being the
+    brute-force optimum, and a returned design meets the budget."""
+    d = dpopt.StratifiedDesign(N, S2, 25, 1.0).add_cost_budget(COST, 1000.0)
+    sol = d.solve(time_limit=1e-9)
+    g, n = _brute(25, 1000.0)
+    if sol.status == dpopt.Status.OPTIMAL:
+        assert tuple(sol.n) == tuple(n)
+    if sol.n is not None:
+        assert float(np.dot(COST, sol.n)) <= 1000.0 and sum(sol.n) == 25
