@@ -17,6 +17,8 @@ from .inner import inner_continuous
 
 _DUAL_PATIENCE = 5          # dual iterations in a row without progress before the dual hands over
 _DUAL_TIME_SHARE = 0.25     # share of the time left that the continuous dual may use
+_DUAL_MIN_TIME = 0.1        # seconds it may use at least, within the solve's grace (.deadline): its multipliers
+                            # are the bound and the first design (measured: 8 iterations, 25 ms at k = 200)
 
 
 @dataclass(frozen=True)
@@ -129,7 +131,7 @@ def solve_dual(prog: SeparableProgram, deadline: Deadline, tol: float = 1e-11, m
     time left, and the integer phase (LP multipliers, cores, HiGHS) takes over.
     """
     dual = Dual(prog)
-    own = deadline.share(max(1.0 / time_share, 1.0)) if deadline.end is not None else deadline
+    own = deadline.share(max(1.0 / time_share, 1.0)).at_least(_DUAL_MIN_TIME)
     p = dual.at(initial_multipliers(prog))
     best = (p.q, p.lam.copy(), p.x.copy())
     # 1-D searches first: every violated inequality row at λ = 0 gets a multiplier of the right scale
