@@ -397,14 +397,17 @@ def _largest_remainder_by_loops(t, par, target):
 
 
 def test_round_consistent_is_largest_remainder_by_brute_force():
-    """round_consistent's one-sort selection against a per-parent Python loop, on trees with exact ties
-    (integer and half-integer values, all-zero children, children not in parent order)."""
+    """round_consistent's selection (bins, then a sort near each parent's cut) against a per-parent Python
+    loop, on trees with exact ties (integer and half-integer values, all-zero children, children not in parent
+    order)."""
     from dpopt.simulate.hierarchy import round_consistent
 
     rng = np.random.default_rng(3)
-    for it in range(150):
-        G = int(rng.integers(1, 8))
-        n = int(rng.integers(G, 40))
+    for it in range(165):
+        # the last 15: larger trees, so that parents' parts spread over many bins (and one parent over
+        # thousands: the bins' cap), not only the few bins of a small parent
+        G = int(rng.integers(1, 8)) if it < 150 else int(rng.choice([1, 3, 60]))
+        n = int(rng.integers(G, 40)) if it < 150 else int(rng.integers(1000, 3000))
         par = np.concatenate([np.arange(G), rng.integers(0, G, n - G)])
         rng.shuffle(par)
         v = rng.exponential(3, n) * rng.integers(0, 2, n)
