@@ -70,7 +70,9 @@ class CoreSearch:
         if resume is not None:
             inc.offer(resume.n)
             self.b, self.bound = max(self.b, resume.budget), resume.core_bound
-        self.enumerate_ok = True
+        # a block resumed after its last core's enumeration ran out of time gives that core to HiGHS: enumerating
+        # it again with the time the other blocks left stopped at the limit again (case (d), k = 20 000)
+        self.enumerate_ok = resume is None or resume.enumerate_ok
         # groups of strata linked only by the total (one target per domain) are enumerated group by group
         self.linked = linked_groups(prog)
         self.by_groups = "" if self.linked is None else f" in {len(self.linked[1])} groups linked by the total"
@@ -180,6 +182,7 @@ class CoreSearch:
         if self.deadline.passed():
             self.steps.append(f"enumeration of {free} strata (budget {self.b / self.scale:.1e}) stopped at the "
                               "time limit")
+            self.enumerate_ok = False
             return STOP
         self.steps.append(f"enumeration of {free} strata (budget {self.b / self.scale:.1e}) stopped at its limit "
                           f"({self.max_states} partial designs)")
