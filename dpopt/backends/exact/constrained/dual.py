@@ -6,9 +6,8 @@ proves infeasibility (with the safe integer bound, :mod:`.bound`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -234,7 +233,8 @@ def line_raise(dual: Dual, p: DualPoint, l, scale, max_eval: int = 60, rtol: flo
     λ_l (x_i ∝ √λ), so the step is exact there and near-exact for the noise terms, where regula falsi on λ
     from a guess 10³ off took 20-24 evaluations (case (d) of benchmarks/bench_constrained.py: 0.6 s of 2.5 s).
     A step outside the bracket the evaluations have found, or none (no free stratum, a row of either sign),
-    falls back to growing by 4 from the start while one side is open, else the bracket's geometric middle."""
+    falls back to steps growing by 4 from the bracket's end while its other side is open, else to the bracket's
+    geometric (or plain) middle."""
     ineq = dual.ineq[l]
     rhs = float(dual.rhs[l])
     lam0 = float(p.lam[l])
@@ -247,11 +247,12 @@ def line_raise(dual: Dual, p: DualPoint, l, scale, max_eval: int = 60, rtol: flo
         u = float(cur.lam[l])
         nxt = _log_newton(dual, cur, l, rhs) if n else math.nan
         if not a < nxt < b:
-            if math.isinf(b) or math.isinf(a):
-                nxt = lam0 + sign * step
+            if math.isinf(b):
+                nxt = a + step              # growing steps from the open side's last point
                 step *= 4.0
-                if not a < nxt < b:        # (lowering an inequality row's λ to its bound)
-                    nxt = 0.5 * (a + b) if math.isfinite(a) and math.isfinite(b) else a
+            elif math.isinf(a):
+                nxt = b - step
+                step *= 4.0
             elif a > 0 and b > 4 * a:
                 nxt = math.sqrt(a * b)
             else:
