@@ -108,6 +108,14 @@ def solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max_
     if outcome == INFEASIBLE:
         return dataclasses.replace(base, lagrangian=ib.lb, infeasible=True, reason=search.reason,
                                    steps=tuple(steps))
+    if not inc.found:
+        # neither a design nor a proof (HiGHS's points refused by the feasibility test, its infeasibility claim
+        # not made): a small box settles it by enumeration (a level of a min-max design 5e-7 below its optimum,
+        # 5 strata, was left unsettled this way)
+        done = _by_box(prog, dataclasses.replace(base, lagrangian=ib.lb), deadline, steps,
+                       "the search found no design")
+        if done is not None:
+            return done
     return dataclasses.replace(base, n=inc.n, ub=inc.ub, lb=search.lower_bound(), lagrangian=ib.lb,
                                timed_out=deadline.passed() or search.deadline.passed(), budget=search.b,
                                core_bound=search.bound, enumerate_ok=search.enumerate_ok, steps=tuple(steps))
