@@ -30,8 +30,9 @@ class BlockResult:
     """A block's answer: the best design ``n`` (None when none was found) and its objective ``ub``; ``lb`` a
     proven lower bound (−inf without convexity), ``lagrangian`` the integer Lagrangian's; the relaxation ``x``,
     its dual value ``q`` and the multipliers ``lam``; ``infeasible`` proven (``reason``); the ``steps`` taken;
-    ``budget``, ``core_bound`` and ``enumerate_ok`` (its cores may still be enumerated) for resuming a block that
-    ran out of time; ``enumerated``: the whole box was scanned (a proof without convexity)."""
+    ``budget``, ``core_bound`` and ``enum_stopped_after`` (seconds its last core's enumeration ran before the limit
+    stopped it; 0 when none did) for resuming a block that ran out of time; ``enumerated``: the whole box was
+    scanned (a proof without convexity)."""
     x: np.ndarray
     q: float
     lam: np.ndarray
@@ -47,7 +48,7 @@ class BlockResult:
     budget: float = 0.0
     core_bound: float = -math.inf
     enumerated: bool = False
-    enumerate_ok: bool = True
+    enum_stopped_after: float = 0.0
 
 
 def solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max_states=DEFAULT_MAX_STATES,
@@ -118,7 +119,8 @@ def solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max_
             return done
     return dataclasses.replace(base, n=inc.n, ub=inc.ub, lb=search.lower_bound(), lagrangian=ib.lb,
                                timed_out=deadline.passed() or search.deadline.passed(), budget=search.b,
-                               core_bound=search.bound, enumerate_ok=search.enumerate_ok, steps=tuple(steps))
+                               core_bound=search.bound, enum_stopped_after=search.enum_stopped_after,
+                               steps=tuple(steps))
 
 
 def _best_bound(prog, convex, res: DualResult, deadline, width) -> tuple[IntegerBound, np.ndarray, float]:
