@@ -61,12 +61,9 @@ def repair(prog, n) -> np.ndarray | None:
     if n.shape != lo.shape or np.any(n < lo) or np.any(n > hi):
         return None
     rhs = prog.rhs()
-    rows = prog.rows
     for _ in range(REPAIR_PASSES):
         x = n.astype(float)
-        T = prog.unit_matrix(x)
-        g0 = np.stack([prog.row_terms(r, T, x) for r in rows], axis=1)
-        f0 = prog.row_terms(prog.objective, T, x)
+        g0, f0 = _terms(prog, n)
         excess = g0.sum(axis=0) - rhs
         scale = prog.row_scale(x)
         if np.all(excess <= 0):
@@ -76,12 +73,7 @@ def repair(prog, n) -> np.ndarray | None:
         viol = excess > 0
         best_rate, best = None, None
         for d in (-1, 1):
-            v = n + d
-            ok = np.flatnonzero((v >= lo) & (v <= hi))
-            xv = v[ok].astype(float)
-            Tv = prog.unit_matrix(xv, ok)
-            dg = np.stack([prog.row_terms(r, Tv, xv, ok) for r in rows], axis=1) - g0[ok]
-            df = prog.row_terms(prog.objective, Tv, xv, ok) - f0[ok]
+            ok, dg, df = _unit_move(prog, n, d, g0, f0)
             # benefit: the share of each violated row's excess the move removes; a move that by itself makes a
             # satisfied row fail is not taken
             gain = np.sum(np.where(viol, -dg / np.where(viol, excess, 1.0), 0.0), axis=1)
@@ -117,6 +109,25 @@ def repair(prog, n) -> np.ndarray | None:
     return n if feasible(prog, n) else None
 
 
+def _terms(prog, n):
+    """Every row's and the objective's term per stratum at the integer point ``n`` (shapes (k, m) and (k,))."""
+    x = np.asarray(n).astype(float)
+    T = prog.unit_matrix(x)
+    g = np.stack([prog.row_terms(r, T, x) for r in prog.rows], axis=1) if prog.m else np.zeros((prog.k, 0))
+    return g, prog.row_terms(prog.objective, T, x)
+
+
+def _unit_move(prog, n, d, g0, f0):
+    """The strata that may move by ``d`` (±1) within their bounds, and each one's change of every row and of the
+    objective (against the terms ``g0``, ``f0`` at ``n``)."""
+    v = n + d
+    ok = np.flatnonzero((v >= prog.lower) & (v <= prog.upper))
+    xv = v[ok].astype(float)
+    Tv = prog.unit_matrix(xv, ok)
+    g = np.stack([prog.row_terms(r, Tv, xv, ok) for r in prog.rows], axis=1) if prog.m else np.zeros((ok.size, 0))
+    return ok, g - g0[ok], prog.row_terms(prog.objective, Tv, xv, ok) - f0[ok]
+
+
 MOVE_PASSES = 60     # passes of improving unit moves at most (each: one evaluation of every ±1 move)
 
 
@@ -137,25 +148,15 @@ def improve_by_unit_moves(prog, n, deadline) -> np.ndarray:
     eq = np.flatnonzero(~ineq)
     if eq.size > 1 or (eq.size == 1 and prog.rows[eq[0]].kind != "total"):
         return n
-    lo, hi = prog.lower, prog.upper
     rhs = prog.rhs()
     for _ in range(MOVE_PASSES):
         if deadline.passed():
             break
-        x = n.astype(float)
-        T = prog.unit_matrix(x)
-        g0 = np.stack([prog.row_terms(r, T, x) for r in prog.rows], axis=1) if prog.m else np.zeros((prog.k, 0))
-        f0 = prog.row_terms(prog.objective, T, x)
+        g0, f0 = _terms(prog, n)
         cur = np.where(ineq, g0.sum(axis=0) - rhs, -np.inf)    # ≤ 0 on a feasible point; equality rows ignored
         moves = []
         for d in (1, -1):
-            v = n + d
-            ok = np.flatnonzero((v >= lo) & (v <= hi))
-            xv = v[ok].astype(float)
-            Tv = prog.unit_matrix(xv, ok)
-            dg = (np.stack([prog.row_terms(r, Tv, xv, ok) for r in prog.rows], axis=1) if prog.m
-                  else np.zeros((ok.size, 0))) - g0[ok]
-            df = prog.row_terms(prog.objective, Tv, xv, ok) - f0[ok]
+            ok, dg, df = _unit_move(prog, n, d, g0, f0)
             order = np.argsort(df, kind="stable")
             moves.append((ok[order], np.full(ok.size, d), dg[order], df[order]))
         moved = np.zeros(prog.k, dtype=bool)
