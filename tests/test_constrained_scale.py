@@ -4,8 +4,9 @@ checked on small instances against brute force:
 * the multipliers' secant LP restricted to the strata whose ±1 moves cost least (block._lp_window): forced down to
   one free stratum, every answer must still be the brute-force optimum (the restriction may weaken the bound,
   never make it wrong);
-* the unit-move repair of nearly feasible points (incumbent.repair): whatever it returns meets every row of the
-  brute-force oracle, and it reaches such a point from most perturbed optima."""
+* the unit-move repair of nearly feasible points (formulations.repair.repair_integer_point, the one repair of every
+  route): whatever it returns meets every row of the brute-force oracle, it reaches such a point from most
+  perturbed optima, and on a fixed total it keeps the total and takes the cheapest single transfer that suffices."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 import dpopt
 from dpopt.backends.exact.constrained import block as block_mod
 from dpopt.backends.exact.constrained import incumbent as inc_mod
+from dpopt.formulations.repair import repair_integer_point
 from dpopt.formulations.separable import program_of
 from test_constrained_exact import _check, _oracle, _random_instance
 
@@ -58,9 +60,8 @@ def test_restricted_multiplier_lp_keeps_the_brute_force_optimum(kind, monkeypatc
     assert outcomes.count("optimal") >= 5
 
 
-def test_repair_returns_only_points_the_oracle_accepts(monkeypatch):
-    # small instances: one unit moves a row by ~10 %, so the "nearly feasible" limit is lifted for the test
-    monkeypatch.setattr(inc_mod, "REPAIR_VIOLATION", np.inf)
+def test_repair_returns_only_points_the_oracle_accepts():
+    # small instances: one unit moves a row by ~10 %; the repair is asked with no limit on the violation
     rs = np.random.default_rng(2024)
     tried = repaired = 0
     for _ in range(60):
@@ -80,7 +81,7 @@ def test_repair_returns_only_points_the_oracle_accepts(monkeypatch):
         if prog.feasible(n):
             continue
         tried += 1
-        out = inc_mod.repair(prog, n)
+        out = repair_integer_point(prog, n)
         if out is None:
             continue
         repaired += 1
@@ -101,13 +102,41 @@ def _oracle_feasible(d, mc, mech, eps, objective, n) -> bool:
         d.lower, d.upper = lo, hi
 
 
-def test_repair_refuses_programs_with_equality_rows():
-    rs = np.random.default_rng(3)
-    d, mech, eps, objective = _random_instance(rs, "precision")
-    d.add_precision_target(1e-9, strata=[d.labels[0]], kind="variance")
-    prog = program_of(d)          # the fixed total is an equality row: unit moves would break it
-    assert not np.all(prog.inequality())
-    assert inc_mod.repair(prog, d.lower.astype(np.int64)) is None
+def test_repair_keeps_the_total_and_takes_the_cheapest_single_transfer():
+    """Fixed-total designs with a precision target, started one unit transfer away from the brute-force optimum
+    (a row then fails): the repair moves units between strata only (the total holds), its point meets every row of
+    the oracle, and when one transfer from the start suffices it returns the cheapest such transfer (brute force
+    over every transfer, judged by the model's feasibility test)."""
+    rs = np.random.default_rng(5)
+    tried = single = 0
+    for _ in range(80):
+        d, mech, eps, objective = _random_instance(rs, "precision")
+        base = d.solve().n
+        dom = [d.labels[i] for i in sorted(rs.choice(d.k, size=int(rs.integers(1, d.k + 1)), replace=False))]
+        d.add_precision_target(1.0, strata=dom, kind="variance")
+        v = d.precision_value(d.precision_targets[-1], base)
+        d.precision_targets[-1] = d._precision_target(v * rs.uniform(0.8, 1.1), dom, None, "variance", None,
+                                                      "mean", "")
+        ref = _oracle(d, mech, eps, objective)
+        if ref is None:
+            continue
+        eye = np.eye(d.k, dtype=np.int64)
+        pairs = [(i, j) for i in range(d.k) for j in range(d.k) if i != j]
+        starts = [ref[1] - eye[i] + eye[j] for i, j in pairs]
+        starts = [n for n in starts if np.all(n >= d.lower) and np.all(n <= d.upper) and not d.is_feasible(n)]
+        if not starts:
+            continue
+        start = starts[int(rs.integers(len(starts)))]
+        tried += 1
+        out = repair_integer_point(d, start)
+        assert out is not None                  # the optimum is one transfer away
+        assert out.sum() == d.total and _oracle_feasible(d, None, mech, eps, objective, out)
+        fixes = [start - eye[i] + eye[j] for i, j in pairs]
+        fixes = [n for n in fixes if np.all(n >= d.lower) and np.all(n <= d.upper) and d.is_feasible(n)]
+        assert fixes
+        single += 1
+        assert d.objective_value(out) == pytest.approx(min(d.objective_value(n) for n in fixes), rel=1e-12)
+    assert tried >= 15 and single == tried, (tried, single)
 
 
 def test_incumbent_keeps_a_repaired_point_only_when_feasible(monkeypatch):

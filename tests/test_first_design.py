@@ -14,7 +14,8 @@ from dpopt import StratifiedDesign
 from dpopt.backends.exact.constrained import block as block_mod
 from dpopt.backends.exact.constrained.deadline import Deadline
 from dpopt.backends.exact.constrained.dual import solve_dual
-from dpopt.backends.exact.constrained.incumbent import improve_by_unit_moves, lagrangian_design
+from dpopt.backends.exact.constrained.incumbent import lagrangian_design
+from dpopt.formulations.repair import improve_by_unit_moves
 from dpopt.backends.exact.constrained.search import STOP
 from dpopt.formulations.separable import program_of
 from test_constrained_exact import _alpha, _grid, _unit

@@ -19,7 +19,8 @@ from .cores import DEFAULT_MAX_STATES
 from .dual import DualResult, solve_dual
 from .fixing import window as window_of
 from .highs_milp import highs_solve, lp_multipliers
-from .incumbent import Incumbent, improve_by_unit_moves, lagrangian_design
+from ....formulations.repair import improve_by_unit_moves
+from .incumbent import Incumbent, lagrangian_design
 from .inner import phi
 from .search import INFEASIBLE, CoreSearch
 from .subset import improve as improve_one_row

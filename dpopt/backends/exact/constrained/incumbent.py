@@ -10,9 +10,9 @@ import math
 
 import numpy as np
 
+from ....formulations.repair import repair_integer_point
 from .checks import feasible
 
-REPAIR_PASSES = 40        # repair passes at most (each moves a few strata by one unit)
 REPAIR_VIOLATION = 1e-3   # relative violation beyond which a point is not repaired (it is not nearly feasible)
 
 
@@ -21,23 +21,21 @@ class Incumbent:
         self.prog = prog
         self.ub = math.inf
         self.n = None
-        self.deadline = deadline      # for improving repaired points (improve_by_unit_moves); None: not improved
+        self.deadline = deadline      # the repair's (None: bounded by its steps alone)
 
     def offer(self, n, repair_it: bool = True) -> None:
         """Keep ``n`` when it is feasible and better than the incumbent; a point that misses inequality rows by
-        a little is first repaired by unit moves (:func:`repair`), and the repaired point is offered instead."""
+        a little is first repaired by unit moves (:func:`~dpopt.formulations.repair.repair_integer_point`), and the
+        repaired point is offered instead."""
         if n is None:
             return
         if not feasible(self.prog, n):
             if not repair_it:
                 return
-            n = repair(self.prog, n)
+            # repaired, then improved by unit moves (formulations.repair)
+            n = repair_integer_point(self.prog, n, self.deadline, within=REPAIR_VIOLATION)
             if n is None or not feasible(self.prog, n):
                 return
-            if self.deadline is not None:
-                better = improve_by_unit_moves(self.prog, n, self.deadline)
-                if feasible(self.prog, better):
-                    n = better
         v = self.prog.evaluate(n.astype(float))[0]
         if v < self.ub:
             self.ub, self.n = v, n.copy()
@@ -45,175 +43,6 @@ class Incumbent:
     @property
     def found(self) -> bool:
         return self.n is not None
-
-
-def repair(prog, n) -> np.ndarray | None:
-    """From an integer point ``n`` in the bounds whose only faults are inequality rows above their right-hand side
-    by at most REPAIR_VIOLATION (relative): unit moves (±1 per stratum) that lower the violated rows most per unit
-    of objective, each pass taking moves in that order until they cover every violated row, none making a
-    satisfied row's slack negative by itself. None when the program has equality rows, the point is far off or
-    the passes do not reach a point the feasibility test accepts. The result is a feasible point, never a claim:
-    the caller tests it again and it only ever serves as an incumbent."""
-    if not prog.m or not np.all(prog.inequality()):
-        return None
-    n = np.asarray(n, dtype=np.int64).copy()
-    lo, hi = prog.lower, prog.upper
-    if n.shape != lo.shape or np.any(n < lo) or np.any(n > hi):
-        return None
-    rhs = prog.rhs()
-    for _ in range(REPAIR_PASSES):
-        x = n.astype(float)
-        g0, f0 = _terms(prog, n)
-        excess = g0.sum(axis=0) - rhs
-        scale = prog.row_scale(x)
-        if np.all(excess <= 0):
-            return n
-        if np.any(excess > REPAIR_VIOLATION * scale):
-            return None
-        viol = excess > 0
-        best_rate, best = None, None
-        for d in (-1, 1):
-            ok, dg, df = _unit_move(prog, n, d, g0, f0)
-            # benefit: the share of each violated row's excess the move removes; a move that by itself makes a
-            # satisfied row fail is not taken
-            gain = np.sum(np.where(viol, -dg / np.where(viol, excess, 1.0), 0.0), axis=1)
-            harm = np.any(~viol & (dg > -excess), axis=1)
-            good = (gain > 0) & ~harm
-            rate = np.where(good, np.maximum(df, 0.0) / np.where(good, gain, 1.0), np.inf)
-            cand = (ok, d, dg, rate)
-            if best is None:
-                best = [cand]
-            else:
-                best.append(cand)
-        idx = np.concatenate([c[0] for c in best])
-        dirs = np.concatenate([np.full(c[0].size, c[1]) for c in best])
-        dgs = np.concatenate([c[2] for c in best])
-        rates = np.concatenate([c[3] for c in best])
-        order = np.argsort(rates, kind="stable")
-        order = order[np.isfinite(rates[order])]
-        if order.size == 0:
-            return None
-        # moves in rate order (one per stratum) until every violated row's excess is covered
-        seen = set()
-        covered = np.zeros(prog.m)
-        for p in order[:4096]:
-            i = int(idx[p])
-            if i in seen:
-                continue
-            seen.add(i)
-            n[i] += int(dirs[p])
-            covered -= dgs[p]
-            if np.all(covered[viol] >= excess[viol]):
-                break
-    x = n.astype(float)
-    return n if feasible(prog, n) else None
-
-
-def _terms(prog, n):
-    """Every row's and the objective's term per stratum at the integer point ``n`` (shapes (k, m) and (k,))."""
-    x = np.asarray(n).astype(float)
-    T = prog.unit_matrix(x)
-    g = np.stack([prog.row_terms(r, T, x) for r in prog.rows], axis=1) if prog.m else np.zeros((prog.k, 0))
-    return g, prog.row_terms(prog.objective, T, x)
-
-
-def _unit_move(prog, n, d, g0, f0):
-    """The strata that may move by ``d`` (±1) within their bounds, and each one's change of every row and of the
-    objective (against the terms ``g0``, ``f0`` at ``n``)."""
-    v = n + d
-    ok = np.flatnonzero((v >= prog.lower) & (v <= prog.upper))
-    xv = v[ok].astype(float)
-    Tv = prog.unit_matrix(xv, ok)
-    g = np.stack([prog.row_terms(r, Tv, xv, ok) for r in prog.rows], axis=1) if prog.m else np.zeros((ok.size, 0))
-    return ok, g - g0[ok], prog.row_terms(prog.objective, Tv, xv, ok) - f0[ok]
-
-
-MOVE_PASSES = 60     # passes of improving unit moves at most (each: one evaluation of every ±1 move)
-
-
-def improve_by_unit_moves(prog, n, deadline) -> np.ndarray:
-    """``n`` (feasible) improved by unit moves that lower the objective while every inequality row stays at or below
-    its right-hand side: without equality rows, single units in or out (in order of objective gain); with the
-    total Σ n = η as the only equality row, transfers, one unit out of one stratum and into another (the
-    cheapest additions paired with the largest removal savings, in that order). Rows are separable, so a pass
-    tracks their values exactly; a stratum moves at most once per pass, and passes repeat until one finds
-    nothing. Other equality rows: ``n`` unchanged.
-
-    A heuristic for the incumbent only; the feasibility test judges the result. Why: the design the tightened
-    rows give leaves their slack unused (case (e) at k = 20 000: gap 2.7e-3 before, 1.9e-4 after, in 0.6 s;
-    ranking the moves by their price at the multipliers as well found nothing more), and a point repaired onto
-    the rows (:func:`repair`) keeps the units the repair added where others would serve."""
-    n = np.asarray(n, dtype=np.int64).copy()
-    ineq = prog.inequality()
-    eq = np.flatnonzero(~ineq)
-    if eq.size > 1 or (eq.size == 1 and prog.rows[eq[0]].kind != "total"):
-        return n
-    rhs = prog.rhs()
-    for _ in range(MOVE_PASSES):
-        if deadline.passed():
-            break
-        g0, f0 = _terms(prog, n)
-        cur = np.where(ineq, g0.sum(axis=0) - rhs, -np.inf)    # ≤ 0 on a feasible point; equality rows ignored
-        moves = []
-        for d in (1, -1):
-            ok, dg, df = _unit_move(prog, n, d, g0, f0)
-            order = np.argsort(df, kind="stable")
-            moves.append((ok[order], np.full(ok.size, d), dg[order], df[order]))
-        moved = np.zeros(prog.k, dtype=bool)
-        if eq.size:
-            cur, gained = _transfers(n, moves, cur, ineq, moved)
-        else:
-            cur, gained = _single_moves(n, moves, cur, ineq, moved)
-        if not gained:
-            break
-    return n
-
-
-def _single_moves(n, moves, cur, ineq, moved):
-    """One pass of single unit moves (in place on ``n``) in order of objective gain, each taken when it lowers the
-    objective and the rows allow it."""
-    idx, dirs, dg, df = (np.concatenate(c) for c in zip(*moves))
-    gained = False
-    for p in np.flatnonzero(df < 0)[np.argsort(df[df < 0], kind="stable")]:
-        i = int(idx[p])
-        if moved[i]:
-            continue
-        after = cur + dg[p]
-        if np.all(after[ineq] <= 0):
-            n[i] += int(dirs[p])
-            moved[i] = True
-            cur, gained = after, True
-    return cur, gained
-
-
-def _transfers(n, moves, cur, ineq, moved):
-    """One pass of unit transfers (in place on ``n``): the cheapest additions paired with the largest removal
-    savings, a pair taken when it lowers the objective and the rows allow it; stops at the first pair that would
-    not lower the objective."""
-    (add, _, dga, dfa), (rem, _, dgr, dfr) = moves
-    a = r = 0
-    gained = False
-    while a < add.size and r < rem.size and dfa[a] + dfr[r] < 0:
-        i, j = int(add[a]), int(rem[r])
-        if moved[i]:
-            a += 1
-            continue
-        if moved[j] or i == j:
-            r += 1
-            continue
-        both = cur + dga[a] + dgr[r]
-        if np.all(both[ineq] <= 0):
-            n[i] += 1
-            n[j] -= 1
-            moved[i] = moved[j] = True
-            cur, gained = both, True
-            a += 1
-            r += 1
-        elif np.any((cur + dga[a])[ineq] > 0):
-            a += 1            # the addition alone breaks a row
-        else:
-            r += 1            # the removal breaks one (alone or with this addition)
-    return cur, gained
 
 
 TIGHTEN_ROUNDS = 7        # tightenings of the inequality rows at most (each: one continuous dual solve)
