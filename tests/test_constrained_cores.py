@@ -10,6 +10,7 @@ from the plain formulas, independent of the model's increment code) and carry a 
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -140,3 +141,100 @@ def test_dominance_keeps_exactly_the_undominated_against_brute_force(seed):
             assert keep[p]
         if not keep[p]:
             assert matched       # never dropped without an earlier item at least as good
+
+
+@pytest.mark.parametrize("fused", [10 ** 6, 2, 3, 5])
+@pytest.mark.parametrize("seed", range(8))
+def test_core_enumeration_with_its_last_strata_fused_matches_brute_force(seed, fused, monkeypatch):
+    """Cores with two rows (no dominance) whose last ``fused`` strata are expanded together, a chunk at a time
+    (cores._expand_last; 10⁶: never), on chunks of 7 partial designs so that chunks meet: the best design of the
+    core within the budget is brute force's over every design of the core's box."""
+    from dpopt.backends.exact.constrained import cores
+    from dpopt.backends.exact.constrained.bound import integer_bound
+    from dpopt.backends.exact.constrained.deadline import Deadline
+    from dpopt.backends.exact.constrained.dual import solve_dual
+    from dpopt.backends.exact.constrained.fixing import reduced_ranges
+    from dpopt.formulations.separable import program_of
+
+    monkeypatch.setattr(cores, "FUSED", fused)
+    monkeypatch.setattr(cores, "CHUNK", 7)
+    rs = np.random.default_rng(100 + seed)
+    k = 8
+    N = rs.integers(30, 80, size=k)
+    S2 = rs.uniform(0.2, 5.0, size=(k, 2))
+    d = StratifiedDesign(N, S2, int(rs.integers(8 * k, 14 * k)), float(rs.choice([0.5, 1.0, 3.0])),
+                         mechanism=("laplace", "dlap", "tulap")[seed % 3], upper=np.minimum(N, 30),
+                         domains=["x"] * 5 + ["y"] * 3)
+    base = d.solve().n
+    for j in range(2):
+        d.add_precision_target(1.0, strata="x", variable=j)
+        v = d.precision_value(d.precision_targets[-1], base)
+        d.precision_targets[-1] = d._precision_target(v * rs.uniform(0.97, 1.02), d.strata_index("x"), j,
+                                                      "variance", None, "mean", "")
+    prog = program_of(d.min_cost(rs.uniform(1, 4, size=k)))
+    res = solve_dual(prog, Deadline(10.0))
+    ib = integer_bound(prog, res.lam)
+    scale = abs(ib.lb)
+    found = 0
+    for budget in (3e-3 * scale, 1e-2 * scale):
+        r_lo, r_hi = reduced_ranges(prog, ib.Om, ib.ell, ib.n, budget)
+        out = cores.enumerate_core(prog, ib.Om, ib.ell, res.lam, ib.n, r_lo, r_hi, budget, 10 ** 7)
+        grid = np.array(list(itertools.product(*[range(int(a), int(b) + 1) for a, b in zip(r_lo, r_hi)])))
+        assert len(grid) <= 300_000
+        # objective and rows of every design of the box from per-stratum tables; the one feasibility test then
+        # judges the designs in order of objective (the first it accepts is the optimum)
+        f, rows = np.zeros(len(grid)), np.zeros((len(grid), prog.m))
+        for i in range(k):
+            v = np.arange(r_lo[i], r_hi[i] + 1)
+            T = prog.unit_matrix(v.astype(float), np.full(v.size, i))
+            pos = grid[:, i] - r_lo[i]
+            f += prog.row_terms(prog.objective, T, v.astype(float), np.full(v.size, i))[pos]
+            for l, r in enumerate(prog.rows):
+                rows[:, l] += prog.row_terms(r, T, v.astype(float), np.full(v.size, i))[pos]
+        near = np.all(rows <= prog.rhs() * (1 + 1e-9), axis=1)
+        order = np.flatnonzero(near)[np.argsort(f[near], kind="stable")]
+        best = next((float(f[p]) for p in order if prog.feasible(grid[p])), None)
+        if best is not None and best - ib.lb <= 0.9 * budget:
+            found += 1
+            assert out.n is not None and prog.feasible(out.n)
+            assert prog.evaluate(out.n.astype(float))[0] == pytest.approx(best, rel=1e-12)
+        elif best is None or best - ib.lb > 1.1 * budget:
+            assert out.n is None or prog.evaluate(out.n.astype(float))[0] - ib.lb > budget
+    assert found >= 1          # the larger budget's core (5-6 free strata, 750-8 400 designs) holds the optimum
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_enumeration_takes_the_cores_back_when_highs_uses_its_share(seed, monkeypatch):
+    """Every enumeration counts as slow, and HiGHS always stops at its limit without a point: the cores go to
+    HiGHS for its share, then back to the enumeration, and the answer is still brute force's optimum."""
+    from dpopt.backends.exact.constrained import search
+    from dpopt.backends.exact.constrained.highs_milp import MilpResult
+
+    calls = []
+
+    def stopped(milp, rel_gap, abs_gap, time_limit, *args, **kwargs):
+        calls.append(time_limit)
+        return MilpResult("time_limit", None, math.inf, -math.inf, "Time limit reached")
+
+    monkeypatch.setattr(search, "_ENUM_SLOW", 0.0)
+    monkeypatch.setattr(search, "highs_solve", stopped)
+    rs, d, grid, T = _instance(seed)
+    N = d.N.astype(float)
+    ref = rs.integers(2, 5, size=d.k)
+    ok = np.ones(len(grid), dtype=bool)
+    T_ref = _terms(N, d.sigma2_matrix, d.shares, d.epsilon, d.mechanism.name, ref[None, :].astype(float))[0]
+    w = _mean_weights(N, np.arange(d.k))
+    for j in range(d.J):
+        target = float(T_ref[:, j] @ w) * rs.uniform(0.9, 1.1)
+        d.add_precision_target(target, strata=np.arange(d.k), variable=j if d.J > 1 else None)
+        ok &= T[:, :, j] @ w <= target * (1 + 1e-9)
+    cost = rs.uniform(1, 4, size=d.k)
+    d.add_cost_budget(cost, float(cost @ ref) * rs.uniform(1.0, 1.2))
+    ok &= grid @ cost <= float(d.constraints[-1].b[0]) * (1 + 1e-9)
+    mc = d.min_cost(rs.uniform(1, 4, size=d.k))
+    sol = solve_constrained(mc)
+    best = float((grid @ mc.cost)[ok].min()) if ok.any() else None
+    _check(sol, best)
+    if calls:                 # HiGHS had its share (every call capped), then the enumeration took the core back
+        assert all(c is not None and c <= search.HEDGE_MIN + 1e-9 for c in calls[:1])
+        assert "HiGHS stopped after" in " ".join(sol.details["steps"])

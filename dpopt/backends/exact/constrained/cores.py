@@ -240,38 +240,62 @@ def _segmented_first_min(group: np.ndarray, y: np.ndarray) -> np.ndarray:
     return new | ((z == prev) & (y[before] > y))
 
 
-def _expand_last_two(tab: CoreTable, S_r, S_row, cut, limit, deadline):
-    """The last two free strata expanded together, a chunk of partial designs at a time: the complete designs
-    that pass the budget and the rows, as (``mid``: expanded indices at the penultimate stratum of the partial
-    designs they extend, ``idx``: their expanded indices against ``mid``'s positions, reduced costs, row
-    values), or None above ``limit`` complete designs or once the deadline has passed. The penultimate stratum's
-    partial designs are the most numerous and have only the last stratum's reach left to prune them (case (d),
-    k = 1 000: 1.5 million of them before 10 complete designs); built per chunk, they are never all stored."""
-    t = tab.free.size - 2
-    nv_t, nv_last = tab.starts[t + 1] - tab.starts[t], tab.starts[t + 2] - tab.starts[t + 1]
-    mids, finals, Rs, ROWs = [], [], [], []
-    kept_mid = total = 0
+FUSED = 3     # strata expanded together at the end of a programme without dominance (_expand_last)
+
+
+def _expand_last(tab: CoreTable, t0, S_r, S_row, cut, limit, work_room, deadline):
+    """The free strata from ``t0`` to the last expanded together, depth first, a chunk of partial designs at a time:
+    the complete designs that pass the budget and the rows, as (per stratum from t0 on, the expanded indices of the
+    partial designs some complete design extends, against the positions kept at the stratum before; reduced
+    costs; row values; per stratum, the partial designs built there), or None above ``limit`` designs at a stratum
+    within a chunk or complete ones, above ``work_room`` built before the last stratum, or once the deadline has
+    passed. The last strata's
+    partial designs are the most numerous and have only the reach of the few strata after them to prune them (case
+    (d), k = 1 000: 0.64, 1.07 and 1.51 million after the last three strata but one, then 10 complete designs);
+    built per chunk, they are never all stored."""
+    nf = tab.free.size
+    nvs = [int(tab.starts[t + 1] - tab.starts[t]) for t in range(t0, nf)]
+    trails = [[] for _ in nvs]
+    offsets = [0] * len(nvs)          # entries kept at each stratum by the chunks before
+    Rs, ROWs = [], []
+    total = 0
+    built = np.zeros(len(nvs), dtype=np.int64)
     for c0 in range(0, S_r.size, CHUNK):
         c1 = min(c0 + CHUNK, S_r.size)
-        a = expand(tab, t, S_r[c0:c1], S_row[c0:c1], cut, math.inf, deadline)
-        if a is None:
+        levels = []
+        R, ROW = S_r[c0:c1], S_row[c0:c1]
+        for j in range(len(nvs)):
+            # a stratum's partial designs from one chunk are a part of those the programme would store there:
+            # the same limit bounds them (and the memory), never stopping a programme the limit would not
+            out = expand(tab, t0 + j, R, ROW, cut, limit, deadline)
+            if out is None:
+                return None
+            levels.append(out[0])
+            R, ROW = out[1], out[2]
+            built[j] += out[0].size
+        if built[:-1].sum() > work_room:
             return None
-        b = expand(tab, t + 1, a[1], a[2], cut, math.inf, deadline)
-        if b is None:
-            return None
-        parent, inv = np.unique(b[0] // nv_last, return_inverse=True)
-        mids.append(a[0][parent] + c0 * nv_t)
-        finals.append((kept_mid + inv.ravel()) * nv_last + b[0] % nv_last)
-        Rs.append(b[1])
-        ROWs.append(b[2])
-        kept_mid += parent.size
-        total += b[1].size
+        # back from the complete designs: at each stratum only the partial designs they extend are kept, and the
+        # stratum after indexes them by their position among those kept (in increasing order, after the entries
+        # the earlier chunks kept)
+        sel = np.arange(levels[-1].size)
+        for j in range(len(nvs) - 1, -1, -1):
+            e = levels[j][sel]
+            if j == 0:
+                trails[0].append(e + c0 * nvs[0])
+            else:
+                sel, inv = np.unique(e // nvs[j], return_inverse=True)
+                trails[j].append((offsets[j - 1] + inv.ravel()) * nvs[j] + e % nvs[j])
+            offsets[j] += e.size
+        Rs.append(R)
+        ROWs.append(ROW)
+        total += R.size
         if total > limit:
             return None
     m = tab.rhs.size
     if not Rs:
-        return (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros((0, m)))
-    return np.concatenate(mids), np.concatenate(finals), np.concatenate(Rs), np.concatenate(ROWs)
+        return [np.zeros(0, dtype=np.int64) for _ in nvs], np.zeros(0), np.zeros((0, m)), built
+    return [np.concatenate(tr) for tr in trails], np.concatenate(Rs), np.concatenate(ROWs), built
 
 
 def dynamic_programme(tab: CoreTable, cut, max_states, deadline, dominance: bool,
@@ -279,8 +303,8 @@ def dynamic_programme(tab: CoreTable, cut, max_states, deadline, dominance: bool
     """The dynamic programme over the free strata of ``tab``: None when more than ``max_states`` partial designs
     survive a stratum (4·max_states before dominance), more than ``work_limit`` have been kept over all
     strata, or the deadline passes; else the survivors (empty when nothing is within the budget). Without
-    dominance the last two strata are expanded together (:func:`_expand_last_two`); with it, dominance prunes
-    the penultimate stratum's partial designs first."""
+    dominance the last FUSED strata are expanded together (:func:`_expand_last`); with it, dominance prunes
+    each stratum's partial designs first."""
     linked = tab.dt_all is not None
     eq_cols = np.flatnonzero(~tab.ineq)
     S_t = np.zeros(1, dtype=np.int64) if linked else None
@@ -294,19 +318,25 @@ def dynamic_programme(tab: CoreTable, cut, max_states, deadline, dominance: bool
         # full 4·max_states before the limit was checked: 3-5 s lost on 952 strata in case (a) at k = 20 000)
         room = max_states if work_limit is None else max(min(max_states, work_limit - work), 0)
         limit = room * (4 if dominance else 1)
-        if t == nf - 2 and not dominance:
-            out = _expand_last_two(tab, S_r, S_row, cut, limit, deadline)
+        if t == nf - FUSED and nf > FUSED and not dominance:
+            # the partial designs built at the fused strata count as work and as the peak (the budget steps are
+            # calibrated on it), though only those some complete design extends are stored
+            out = _expand_last(tab, t, S_r, S_row, cut, limit,
+                               math.inf if work_limit is None else work_limit - work, deadline)
             if out is None:
                 return None
-            mid, idx_all, R, ROW = out
-            trail.append(mid.astype(np.int32) if mid.size and mid[-1] < 2 ** 31 else mid)
-            s0, nv = tab.starts[t], tab.starts[t + 1] - tab.starts[t]
-            if linked:
-                S_t = S_t[mid // nv] + tab.dt_all[s0 + mid % nv]
-            if tab.signed.size:
-                S_abs = S_abs[mid // nv] + tab.dabs_all[s0 + mid % nv][:, tab.signed]
-            work += mid.size
-            t += 1
+            levels, R, ROW, built = out
+            work += int(built[:-1].sum())
+            peak = max(peak, int(built[:-1].max()))
+            for e in levels[:-1]:
+                trail.append(e.astype(np.int32) if e.size and e[-1] < 2 ** 31 else e)
+                s0, nv = tab.starts[t], tab.starts[t + 1] - tab.starts[t]
+                if linked:
+                    S_t = S_t[e // nv] + tab.dt_all[s0 + e % nv]
+                if tab.signed.size:
+                    S_abs = S_abs[e // nv] + tab.dabs_all[s0 + e % nv][:, tab.signed]
+                t += 1
+            idx_all = levels[-1]
         else:
             out = expand(tab, t, S_r, S_row, cut, limit, deadline)
             if out is None:

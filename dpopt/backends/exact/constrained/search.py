@@ -25,6 +25,8 @@ from .linked import enumerate_linked, linked_groups
 
 START_BUDGET = 1e-9      # first reduced-cost budget, relative to the Lagrangian bound
 _ENUM_SLOW = 0.25         # seconds: a core enumeration slower than this hands the following cores to HiGHS
+HEDGE = 4.0               # ... which gets this many times that enumeration's time (at least HEDGE_MIN s) per core
+HEDGE_MIN = 1.0           # before the enumeration takes the core back
 _JUMP = 2.5               # a budget this close to the incumbent's excess goes straight to it
 _GROWTH = 2.0             # budget growth between core MILPs
 RESUME_ENUM = 3.0         # a resumed block enumerates its stopped core again with at least this many times its time
@@ -78,6 +80,10 @@ class CoreSearch:
         left = deadline.left()
         self.enumerate_ok = resume is None or left is None or left >= RESUME_ENUM * resume.enum_stopped_after
         self.enum_stopped_after = 0.0     # seconds an enumeration ran before the time limit stopped it
+        # a slow enumeration hands the cores to HiGHS for at most `hedge` seconds each; HiGHS stopped by that
+        # hands them back for good (`highs_lost`)
+        self.hedge = None
+        self.highs_lost = False
         # groups of strata linked only by the total (one target per domain) are enumerated group by group
         self.linked = linked_groups(prog)
         self.by_groups = "" if self.linked is None else f" in {len(self.linked[1])} groups linked by the total"
@@ -173,14 +179,20 @@ class CoreSearch:
             # enumerate the same designs twice or more (case (e), k = 1 000: 1e-5, 1.6e-5, 2e-5 took 1.3 + 3.3 +
             # 5.2 s)
             self.b = self.excess
-        if time.perf_counter() - t0 > _ENUM_SLOW and math.isfinite(self.b) and self.linked is None:
+        elapsed = time.perf_counter() - t0
+        if elapsed > _ENUM_SLOW and math.isfinite(self.b) and self.linked is None and not self.highs_lost:
             # each larger budget costs several times more (many rows: no dominance, wide cores); HiGHS on the
-            # core's secant MILP closes such gaps in a fraction of the time (measured: 0.3 s instead of 6.9 s
-            # for 5 strata with four equality rows). Groups linked only by the total keep enumerating: each has
-            # one row, so dominance keeps them small (case (e), k = 1 000: the enumeration proved the optimum
-            # in 10 s where HiGHS on the same core had not in 118 s)
+            # core's secant MILP often closes such gaps in a fraction of the time (measured: 0.3 s instead of 6.9 s
+            # for 5 strata with four equality rows), but not always: on 40 strata with two rows (Bethel-type
+            # targets at k = 1 000) HiGHS took 14-40 s where the next enumeration takes about a second. So HiGHS
+            # gets HEDGE times the enumeration's time per core, and the enumeration takes the core back when
+            # that runs out. Groups linked only by the total keep enumerating: each has one row, so dominance
+            # keeps them small (case (e), k = 1 000: the enumeration proved the optimum in 10 s where HiGHS on
+            # the same core had not in 118 s)
             self.enumerate_ok = False
-            self.steps.append(f"enumeration slowing down (over {_ENUM_SLOW:g} s): further cores go to HiGHS")
+            self.hedge = max(HEDGE_MIN, HEDGE * elapsed)
+            self.steps.append(f"enumeration slowing down (over {_ENUM_SLOW:g} s): further cores go to HiGHS "
+                              f"(up to {self.hedge:.1f} s each)")
 
     def enumeration_stopped(self, free, elapsed) -> str:
         """The enumeration hit its state limit: a smaller step after an overshoot, else HiGHS from now on."""
@@ -196,6 +208,7 @@ class CoreSearch:
             self.b = math.sqrt(self.b * self.done)         # overshot: a smaller step may still enumerate
             return NEXT
         self.enumerate_ok = False
+        self.hedge = None          # the enumeration cannot take this core back: HiGHS gets the time left
         return MILP
 
     def milp(self, r_lo, r_hi, whole, free) -> str:
@@ -224,7 +237,9 @@ class CoreSearch:
         coarse = self.step > 0 and self.step >= COARSE_STEP * sc
         abs_gap = 0.5 * self.step / milp.obj_scale if coarse else 0.0
         t0 = time.perf_counter()
-        res = highs_solve(milp, self.rel_gap * 0.25, abs_gap, self.deadline.left(), self.verbose, start=start,
+        left = self.deadline.left()
+        limit = left if self.hedge is None else (self.hedge if left is None else min(left, self.hedge))
+        res = highs_solve(milp, self.rel_gap * 0.25, abs_gap, limit, self.verbose, start=start,
                           report=self.report_highs)
         if cm is not None and res.n is not None:
             res = dataclasses.replace(res, n=cm.design(res.n))
@@ -240,6 +255,14 @@ class CoreSearch:
                 self.bound = max(self.bound, inc.ub - self.slip)
                 return STOP
             self.grow()
+            return NEXT
+        if res.status == "time_limit" and self.hedge is not None and not self.deadline.passed():
+            # HiGHS used its share without closing the core: its bound holds over the core, and the enumeration
+            # takes this core (and every later one) back
+            if math.isfinite(res.bound):
+                self.bound = max(self.bound, min(res.bound, self.ib.lb + b))
+            self.steps.append(f"HiGHS stopped after {self.hedge:.1f} s: the enumeration takes the cores back")
+            self.enumerate_ok, self.highs_lost, self.hedge = True, True, None
             return NEXT
         if res.status == "optimal":
             return self.after_optimal(res.bound)
