@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ....formulations.repair import improve_by_unit_moves
 from ....formulations.separable import secant_milp
 from .bound import IntegerBound, integer_bound, lattice_bound
 from .box import BOX_POINTS, box, enumerate_box
@@ -19,7 +20,6 @@ from .cores import DEFAULT_MAX_STATES
 from .dual import DualResult, solve_dual
 from .fixing import window as window_of
 from .highs_milp import highs_solve, lp_multipliers
-from ....formulations.repair import improve_by_unit_moves
 from .incumbent import Incumbent, lagrangian_design
 from .inner import phi
 from .search import INFEASIBLE, CoreSearch

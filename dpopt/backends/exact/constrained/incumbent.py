@@ -1,7 +1,8 @@
-"""The best feasible design found so far in a block (by the one feasibility test), and the unit-move repair of a
-point that misses its inequality rows by a little (HiGHS's points do: its MILP answers were measured up to
-~1e-6 relative outside rows it was asked to hold to 1e-11, which the feasibility test rightly rejects), and a
-first design from the Lagrangian of tightened rows when the cores find none (:func:`lagrangian_design`)."""
+"""The best feasible design found so far in a block (by the one feasibility test), which first repairs a point that
+misses its rows by a little (HiGHS's points do: its MILP answers were measured up to ~1e-6 relative outside rows it
+was asked to hold to 1e-11, which the feasibility test rightly rejects) with the one repair of every route
+(:func:`dpopt.formulations.repair.repair_integer_point`), and a first design from the Lagrangian of tightened rows
+when the cores find none (:func:`lagrangian_design`)."""
 
 from __future__ import annotations
 
