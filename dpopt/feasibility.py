@@ -68,13 +68,18 @@ def row_scales(rows, T: np.ndarray, x: np.ndarray) -> np.ndarray:
     return np.array([max(abs(r.rhs), float(np.sum(np.abs(row_terms(r, T, x)))), 1e-300) for r in rows])
 
 
+def relative_violation(lhs, rhs, equality, scale) -> np.ndarray:
+    """Relative violation of rows with left-hand sides ``lhs`` (rows on the last axis, any leading axes):
+    (lhs − rhs)/scale, |.| for the ``equality`` rows; ≤ 0 satisfied."""
+    d = np.asarray(lhs, dtype=float) - rhs
+    return np.where(equality, np.abs(d), d) / scale
+
+
 def violations(rows, T: np.ndarray, x: np.ndarray) -> np.ndarray:
     """Relative violation per row (≤ 0 satisfied; equalities |.|) at x, T the unit-term matrix at x."""
-    out = np.empty(len(rows))
-    for l, r in enumerate(rows):
-        d = float(np.sum(row_terms(r, T, x))) - r.rhs
-        out[l] = abs(d) if r.sense == "==" else d
-    return out / row_scales(rows, T, x)
+    lhs = np.array([float(np.sum(row_terms(r, T, x))) for r in rows])
+    return relative_violation(lhs, np.array([r.rhs for r in rows], dtype=float),
+                              np.array([r.sense == "==" for r in rows], dtype=bool), row_scales(rows, T, x))
 
 
 def feasible(n, lower, upper, rows, unit_matrix: Callable[[np.ndarray], np.ndarray],

@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 
+from ..feasibility import relative_violation
 from ..models.stratified import StratifiedDesign
 
 
@@ -139,13 +140,12 @@ def _greedy_repair(prog, n, late, within, efficient: bool):
         rows = g0.sum(axis=0)
 
         def total_violation(values):
-            d = (values - rhs) / scale
-            return np.sum(np.maximum(np.where(ineq, d, np.abs(d)), 0.0), axis=-1)
+            return np.sum(np.maximum(relative_violation(values, rhs, ~ineq, scale), 0.0), axis=-1)
 
         v0 = float(total_violation(rows))
-        excess = np.where(ineq, rows - rhs, np.abs(rows - rhs))
-        if float(np.max(excess / scale)) > within:
+        if float(np.max(relative_violation(rows, rhs, ~ineq, scale))) > within:
             return None
+        excess = rows - rhs             # of the inequality rows (the efficient order reads only those)
         if total is not None and int(round(rows[total] - rhs[total])):
             return None           # off the total: transfers cannot reach it
         up, dn = unit_move(prog, n, 1, g0, f0), unit_move(prog, n, -1, g0, f0)

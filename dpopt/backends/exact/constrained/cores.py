@@ -297,6 +297,18 @@ def _expand_last(tab: CoreTable, t0, S_r, S_row, cut, limit, work_room, deadline
     return [np.concatenate(tr) for tr in trails], np.concatenate(Rs), np.concatenate(ROWs), built
 
 
+def _carry(tab: CoreTable, t, idx, S_t, S_abs):
+    """The linking totals (linked groups; None elsewhere) and Σ|terms| of the signed rows of the partial designs
+    ``idx`` (expanded indices at stratum t), from their parents'."""
+    nv = tab.starts[t + 1] - tab.starts[t]
+    parent, value = idx // nv, tab.starts[t] + idx % nv
+    if S_t is not None:
+        S_t = S_t[parent] + tab.dt_all[value]
+    if tab.signed.size:
+        S_abs = S_abs[parent] + tab.dabs_all[value][:, tab.signed]
+    return S_t, S_abs
+
+
 def dynamic_programme(tab: CoreTable, cut, max_states, deadline, dominance: bool,
                       work_limit=None) -> Survivors | None:
     """The dynamic programme over the free strata of ``tab``: None when more than ``max_states`` partial designs
@@ -329,11 +341,7 @@ def dynamic_programme(tab: CoreTable, cut, max_states, deadline, dominance: bool
             peak = max(peak, int(built[:-1].max()))
             for e in levels[:-1]:
                 trail.append(e.astype(np.int32) if e.size and e[-1] < 2 ** 31 else e)
-                s0, nv = tab.starts[t], tab.starts[t + 1] - tab.starts[t]
-                if linked:
-                    S_t = S_t[e // nv] + tab.dt_all[s0 + e % nv]
-                if tab.signed.size:
-                    S_abs = S_abs[e // nv] + tab.dabs_all[s0 + e % nv][:, tab.signed]
+                S_t, S_abs = _carry(tab, t, e, S_t, S_abs)
                 t += 1
             idx_all = levels[-1]
         else:
@@ -341,8 +349,7 @@ def dynamic_programme(tab: CoreTable, cut, max_states, deadline, dominance: bool
             if out is None:
                 return None
             idx_all, R, ROW = out
-        nv = tab.starts[t + 1] - tab.starts[t]
-        TOT = S_t[idx_all // nv] + tab.dt_all[tab.starts[t] + idx_all % nv] if linked else None
+        TOT, ABS = _carry(tab, t, idx_all, S_t, S_abs)
         sel = np.arange(idx_all.size)
         if dominance and idx_all.size > 1:
             keys = TOT[:, None] if linked else ROW[:, eq_cols]
@@ -361,7 +368,7 @@ def dynamic_programme(tab: CoreTable, cut, max_states, deadline, dominance: bool
         S_r, S_row = R[sel], ROW[sel]
         S_t = TOT[sel] if linked else None
         if tab.signed.size:
-            S_abs = S_abs[idx // nv] + tab.dabs_all[tab.starts[t] + idx % nv][:, tab.signed]
+            S_abs = ABS[sel]
         t += 1
         if idx.size == 0:
             break

@@ -26,6 +26,7 @@ import functools
 
 import numpy as np
 
+from ....formulations.repair import unit_terms
 from .incumbent import Incumbent
 from .inner import phi
 
@@ -46,9 +47,8 @@ def applies(prog) -> bool:
 
 def _terms(prog, n):
     """Per stratum at n (an integer vector of the block): objective and row contributions."""
-    x = n.astype(float)
-    T = prog.unit_matrix(x)
-    return prog.row_terms(prog.objective, T, x), prog.row_terms(prog.rows[0], T, x)
+    g, f = unit_terms(prog, n)
+    return f, g[:, 0]
 
 
 def _move_table(prog, n, idx, deltas):
