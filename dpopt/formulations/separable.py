@@ -407,7 +407,8 @@ def without_tiny_entries(R, C, V, rlo, rhi, col_lo, col_hi):
     r, v, j = r[nz], v[nz], j[nz]
     with np.errstate(invalid="ignore"):
         t_lo, t_hi = v * col_lo[j], v * col_hi[j]
-    # v ≠ 0 and a column's bounds are never both infinite on one side, so no nan: t_max > −inf, t_min < +inf
+    # v ≠ 0 and lo < +inf, hi > −inf, so t_max is never −inf nor t_min +inf: the sums below are never nan (an
+    # equality row becomes a range, a row with a term unbounded over its column opens on that side)
     t_min, t_max = np.minimum(t_lo, t_hi), np.maximum(t_lo, t_hi)
     rlo = rlo - np.bincount(r, weights=t_max, minlength=rlo.size)
     rhi = rhi - np.bincount(r, weights=t_min, minlength=rhi.size)
