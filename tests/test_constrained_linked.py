@@ -158,15 +158,77 @@ def test_structure_detection():
     d.add_precision_target(0.1, strata=["a", "b"])
     assert C.linked_groups(program_of(d)) is None           # one target: the joint enumeration keeps dominance
     d.add_precision_target(0.1, strata=["c"])
-    link, groups = C.linked_groups(program_of(d))
+    link, groups, relaxed = C.linked_groups(program_of(d))
+    assert relaxed == []
     assert sorted(sorted(map(int, pos)) for pos, _ in groups) == [[0, 1], [2], [3]]   # d in no row: a rest group
     d.add_precision_target(0.1, strata=["b", "c"])          # now every target is linked through b and c
     assert C.linked_groups(program_of(d)) is None
     e = StratifiedDesign([20, 30, 25, 40], [1.0, 2.0, 0.5, 3.0], 20, 1.0, objective="a-optimal")
     e.add_precision_target(0.1, strata=[0, 1])
     e.add_precision_target(0.1, strata=[2, 3])
-    e.add_cost_budget([1.0, 2.0, 3.0, 4.0], 50.0)            # a second row over every stratum
-    assert C.linked_groups(program_of(e)) is None
+    e.add_cost_budget([1.0, 2.0, 3.0, 4.0], 50.0)            # a second row over every stratum: relaxed
+    prog = program_of(e)
+    found = C.linked_groups(prog)
+    assert sorted(sorted(map(int, pos)) for pos, _ in found.groups) == [[0, 1], [2, 3]]
+    assert [prog.rows[l].kind for l in found.relaxed] == ["linear"] and len(found.relaxed) == 1
+    e.add_constraint([[0.0, 1.0, 0.0, 0.0]], [3.0], ">=", "at least 3 in stratum 1")   # a row on one stratum
+    prog = program_of(e)
+    assert len(C.linked_groups(prog).relaxed) == 2
+
+
+def _with_budget(rs, d):
+    """``d`` with a cost budget over every stratum near its optimum's cost (it may bind) and, half the time, a
+    lower bound on one stratum as a row; None when ``d`` has no design."""
+    base = d.solve()
+    if base.status != dpopt.Status.OPTIMAL:
+        return None
+    cost = rs.uniform(1.0, 5.0, size=d.k)
+    d.add_cost_budget(cost, float(cost @ base.n) * float(rs.uniform(0.97, 1.02)))
+    if rs.integers(2):
+        i = int(rs.integers(d.k))
+        row = np.zeros((1, d.k))
+        row[0, i] = 1.0
+        d.add_constraint(row, [float(min(base.n[i] + 1, d.upper[i]))], ">=", "one stratum")
+    return d
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_relaxed_rows_join_bounds_every_design(seed):
+    """Domain targets linked by the total and by a cost budget over every domain (plus, half the time, a row on
+    one stratum): at every budget b the join over the total without those rows is a lower bound on the excess of
+    every feasible design within b (brute force), its design meets every row, and the full solve is exact."""
+    rs = np.random.default_rng(2500 + seed)
+    checked = solved = lifted = 0
+    for _ in range(20):
+        d, mech, eps, objective = _instance(rs)
+        if _with_budget(rs, d) is None or not C.convexity(d)[0]:
+            continue
+        prog = program_of(d)
+        linked = C.linked_groups(prog)
+        assert linked is not None and linked.relaxed
+        ref = _oracle(d, mech, eps, objective)
+        outcome = _check(d, ref)
+        solved += outcome == "optimal"
+        if ref is None:
+            continue
+        res = C.solve_dual(prog, C.Deadline(10.0))
+        ib = C.integer_bound(prog, res.lam)
+        lb = float(np.sum(C.phi(prog, ib.Om, ib.ell, ib.n.astype(float))) - res.lam @ prog.rhs()) - prog.const
+        true = ref[0] - lb
+        scale = max(abs(lb), 1e-300)
+        for rel in (1e-6, 1e-4, 1e-3, 1e-2, 1e-1, 1.0):
+            b = rel * scale
+            r_lo, r_hi = C.reduced_ranges(prog, ib.Om, ib.ell, ib.n, b * (1 + 1e-12))
+            out = C.enumerate_linked(prog, ib.Om, ib.ell, res.lam, ib.n, r_lo, r_hi, b, 10 ** 6, None, linked)
+            assert out is not None
+            # nothing feasible within b lies below the join's least
+            if true <= b:
+                assert true >= out.excess - 1e-9 * scale
+                lifted += out.excess > 1e-9 * scale        # the join lifts the bound above the Lagrangian's
+            if out.n is not None:
+                assert d.is_feasible(out.n)
+            checked += 1
+    assert checked >= 40 and solved >= 8 and lifted >= 10
 
 
 def test_benchmark_case_e_shape_is_proven():

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -35,32 +35,61 @@ class GroupTable:
         return GroupTable(self.totals[keep], self.excess[keep], design, self.peak)
 
 
-def linked_groups(prog: SeparableProgram):
-    """``(link, groups)`` when the rows are one linear equality with integer coefficients (the fixed total,
-    row ``link``) plus at least two inequality rows that, without it, fall into at least two blocks on
-    disjoint strata (e.g. one precision target per domain); ``groups`` = [(positions, row indices)], the
-    strata in no other row forming one group without rows. Else None (the plain core enumeration runs)."""
+class LinkedGroups(NamedTuple):
+    """Groups of strata linked by the total: ``link`` the total's row, ``groups`` [(positions, row indices)],
+    ``relaxed`` the linear inequality rows over several groups (cost budgets), left out of the groups' tables."""
+    link: int
+    groups: list
+    relaxed: list
+
+
+def linked_groups(prog: SeparableProgram) -> LinkedGroups | None:
+    """The groups when the rows are one linear equality with integer coefficients (the fixed total, row ``link``)
+    plus at least two inequality rows that, without it, fall into at least two blocks on disjoint strata (e.g. one
+    precision target per domain); the strata in no other row form one group without rows. Linear inequality rows
+    over the strata of several such blocks (a cost budget over every stratum) are ``relaxed``: each group's part
+    of f − LB is still Σ r_i plus its own rows' λ·slack, and a relaxed row's λ·slack is ≥ 0 on every feasible
+    design, so the join over the total without them bounds every design from below (:func:`enumerate_linked`).
+    Else None (the plain core enumeration runs)."""
     eq = [l for l, r in enumerate(prog.rows) if r.sense == "=="]
     if len(eq) != 1:
         return None
     link = eq[0]
     r = prog.rows[link]
-    if r.W is not None or r.a is None or not (np.all(np.isfinite(r.a)) and np.all(r.a == np.round(r.a))
-                                              and np.all(np.abs(r.a) < 2 ** 31) and r.rhs == round(r.rhs)):
+    if r.W is not None or r.a is None or not (np.all(np.isfinite(r.a)) and np.all(np.abs(r.a) < 2 ** 31)
+                                              and np.all(r.a == np.round(r.a)) and r.rhs == round(r.rhs)):
         return None
     others = [l for l in range(prog.m) if l != link]
     if len(others) < 2:
         return None
+    relaxed: list = []
     blocks = prog.subprogram(np.arange(prog.k), [prog.rows[l] for l in others]).components()
     if len(blocks) < 2:
-        return None
+        # linear inequality rows that span the blocks of the others (budgets over every domain) are relaxed
+        linear = [l for l in others if prog.rows[l].W is None]
+        keep = [l for l in others if prog.rows[l].W is not None]
+        if not linear or len(keep) < 2:
+            return None
+        label = np.full(prog.k, -1)
+        for b, (pos, _) in enumerate(prog.subprogram(np.arange(prog.k), [prog.rows[l] for l in keep]).components()):
+            label[pos] = b
+        for l in linear:
+            support = np.flatnonzero(prog.rows[l].a != 0)
+            owners = set(label[support].tolist()) - {-1}
+            # a row on one stratum (at least 30 in one stratum) is its bound: the enumeration clips that stratum's
+            # values to it (enumerate_linked), and its group keeps a single row and with it dominance
+            (relaxed if len(owners) > 1 or support.size == 1 else keep).append(l)
+        others = sorted(keep)
+        blocks = prog.subprogram(np.arange(prog.k), [prog.rows[l] for l in others]).components()
+        if len(blocks) < 2:
+            return None
     groups = [(pos, [others[j] for j in rows]) for pos, rows in blocks]
     covered = np.zeros(prog.k, dtype=bool)
     for pos, _ in groups:
         covered[pos] = True
     if not covered.all():
         groups.append((np.flatnonzero(~covered), []))
-    return link, groups
+    return LinkedGroups(link, groups, sorted(relaxed))
 
 
 def enumerate_group(prog, Om, ell, lam, n_lam, r_lo, r_hi, cut, pos, rows, link, max_states,
@@ -97,8 +126,13 @@ def enumerate_group(prog, Om, ell, lam, n_lam, r_lo, r_hi, cut, pos, rows, link,
 def enumerate_linked(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, max_states, deadline,
                      linked) -> CoreResult | None:
     """:func:`.cores.enumerate_core` for groups of strata linked only by the total (:func:`linked_groups`),
-    group by group and joined over the total. Same returns as :func:`.cores.enumerate_core`."""
-    link, groups = linked
+    group by group and joined over the total. Same returns as :func:`.cores.enumerate_core`, except with relaxed
+    rows: ``excess`` is then the join's least, a lower bound on the excess of every design of the core, and ``n``
+    the joined design when it meets every row (its own excess may be larger, by its relaxed rows' λ·slack)."""
+    link, groups, relaxed = linked
+    r_lo, r_hi = _within_stratum_rows(prog, relaxed, r_lo, r_hi)
+    if np.any(r_lo > r_hi):
+        return CoreResult(None, math.inf, 1)
     ineq = prog.inequality()
     lam_in = np.where(ineq, lam, 0.0)
     tol_all = 2 * FEAS_TOL * prog.row_scale(n_lam.astype(float))
@@ -155,6 +189,24 @@ def enumerate_linked(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, max_states, 
     for (pos, _), table, j in zip(groups, tables, picks):
         n[pos] = table.design(j)
     return CoreResult(n if feasible(prog, n) else None, best_excess, peak)
+
+
+def _within_stratum_rows(prog, rows, r_lo, r_hi):
+    """The core's ranges clipped to the relaxed rows on a single stratum (a·n_i ≤ rhs, at rhs + allowance so
+    that every value the feasibility test accepts stays)."""
+    allow = prog.allowance()
+    for l in rows:
+        a = prog.rows[l].a
+        nz = np.flatnonzero(a != 0)
+        if nz.size != 1:
+            continue
+        i, c, b = int(nz[0]), float(a[nz[0]]), prog.rows[l].rhs + allow[l]
+        r_lo, r_hi = r_lo.copy(), r_hi.copy()
+        if c > 0:
+            r_hi[i] = min(r_hi[i], math.floor(b / c))
+        else:
+            r_lo[i] = max(r_lo[i], math.ceil(b / c))
+    return r_lo, r_hi
 
 
 def _join(tables: list[GroupTable], total: int):
