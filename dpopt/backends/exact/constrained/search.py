@@ -198,9 +198,9 @@ class CoreSearch:
         if res is None:
             self.steps.append(f"{what}: stopped at the state or time limit")
             return
-        # a design the feasibility test accepts may have a relaxed row's slack down to −tol: λ·tol less
-        tol = 2 * FEAS_TOL * self.prog.row_scale(ib.n.astype(float))[lg.relaxed]
-        low = ib.lb + min(b, res.excess - float(np.where(self.prog.inequality(), self.lam, 0.0)[lg.relaxed] @ tol))
+        # a design the feasibility test accepts may have a relaxed row's slack down to −allowance: λ·that less
+        short = float(np.where(self.prog.inequality(), self.lam, 0.0)[lg.relaxed] @ self.prog.allowance()[lg.relaxed])
+        low = ib.lb + min(b, res.excess - short)
         self.bound = max(self.bound, low)
         self.exact = max(self.exact, low)
         # a core with a smaller budget holds no design at all: the search goes on from there
