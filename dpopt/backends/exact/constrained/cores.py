@@ -28,10 +28,12 @@ DEFAULT_MAX_STATES = 2_000_000    # partial designs a core enumeration keeps (~3
 @dataclass(frozen=True)
 class CoreResult:
     """A finished core enumeration: the best verified design (or None), the smallest objective − bound among the
-    surviving feasible designs (inf when none), and the largest number of partial designs kept."""
+    surviving feasible designs (inf when none), the largest number of partial designs kept, and (groups linked
+    by the total, :mod:`.linked`) the sum of the groups' least parts, 0 elsewhere."""
     n: np.ndarray | None
     excess: float
     peak: int
+    parts: float = 0.0
 
 
 @dataclass(frozen=True)

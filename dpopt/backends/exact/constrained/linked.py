@@ -188,7 +188,7 @@ def enumerate_linked(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, max_states, 
     n = n_lam.copy()
     for (pos, _), table, j in zip(groups, tables, picks):
         n[pos] = table.design(j)
-    return CoreResult(n if feasible(prog, n) else None, best_excess, peak)
+    return CoreResult(n if feasible(prog, n) else None, best_excess, peak, math.fsum(least))
 
 
 def _within_stratum_rows(prog, rows, r_lo, r_hi):

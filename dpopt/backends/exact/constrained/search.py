@@ -176,7 +176,7 @@ class CoreSearch:
             # proves the integer problem infeasible)
             self.b = math.inf
             return NEXT
-        self.grow_after_enumeration(res.peak, t0)
+        self.grow_after_enumeration(res.peak, t0, res.parts)
         return NEXT
 
     def group_bound(self) -> None:
@@ -209,17 +209,20 @@ class CoreSearch:
                           f"{res.peak} partial designs, in {time.perf_counter() - t0:.2f} s")
         inc.offer(res.n)
 
-    def grow_after_enumeration(self, peak, t0) -> None:
+    def grow_after_enumeration(self, peak, t0, parts=0.0) -> None:
         # the number of partial designs grows steeply with the budget (~b^7 measured): grow gently once it is a
         # sizeable share of the limit
         self.done = b = self.b
         grow = 4.0 if peak <= 100 else min(max((self.max_states / (2.0 * peak)) ** (1 / 7), 1.05), 4.0)
         self.b = b * grow if math.isfinite(b) else b
-        if self.inc.found and math.isfinite(b) and self.b < self.excess and self.linked is not None:
+        if self.inc.found and math.isfinite(b) and self.b < self.excess and self.linked is not None \
+                and self.excess - parts <= b:
             # groups linked by the total: an enumeration's cost follows the room its join leaves above the groups'
-            # least parts, not the budget, and a design's excess is that room plus those parts, so the budget goes
-            # straight to the incumbent's (case (e), k = 5 000: the first join found the optimum at 2.15 with
-            # the budget at 0.39; four gentle steps then took 5.5 s)
+            # least parts, not the budget, so when that room is no larger than the budget just enumerated the
+            # budget goes straight to the incumbent's excess (case (e), k = 5 000: the first join found the
+            # optimum at 2.15 with the budget at 0.39 and parts summing to 2.12; four gentle steps had taken
+            # 5.5 s). A first join far above the parts (k = 500, Laplace, ε = 0.5) is not jumped to: its groups'
+            # cuts would be as wide as the room, and the search stopped at its limit there
             self.b = self.excess
         elif self.inc.found and math.isfinite(b) and self.b < self.excess <= _JUMP * b:
             # the incumbent's excess is near: one enumeration at it proves the optimum, where gentle steps would
