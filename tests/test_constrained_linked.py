@@ -216,10 +216,14 @@ def test_relaxed_rows_join_bounds_every_design(seed):
         lb = float(np.sum(C.phi(prog, ib.Om, ib.ell, ib.n.astype(float))) - res.lam @ prog.rhs()) - prog.const
         true = ref[0] - lb
         scale = max(abs(lb), 1e-300)
+        designs_in_box = int(np.prod((d.upper - d.lower + 1).astype(float)))
+        assert designs_in_box < 10 ** 6          # precondition: the state limit below exceeds the whole box
         for rel in (1e-6, 1e-4, 1e-3, 1e-2, 1e-1, 1.0):
             b = rel * scale
             r_lo, r_hi = C.reduced_ranges(prog, ib.Om, ib.ell, ib.n, b * (1 + 1e-12))
             out = C.enumerate_linked(prog, ib.Om, ib.ell, res.lam, ib.n, r_lo, r_hi, b, 10 ** 6, None, linked)
+            # no deadline and a state limit above the box: giving up (None) would prove nothing and cannot happen;
+            # brute force judges the answer right after
             assert out is not None
             # nothing feasible within b lies below the join's least
             if true <= b:
