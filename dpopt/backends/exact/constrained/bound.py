@@ -17,12 +17,16 @@ from .inner import inner_integer, phi
 @dataclass(frozen=True)
 class IntegerBound:
     """The integer Lagrangian at λ: its safe value ``lb``, minimiser ``n``, the combined terms Ω, ℓ of
-    φ_i, and ``margin``, the most a computed excess f − LB can be off by (the rounding allowance)."""
+    φ_i, ``margin``, the most a computed excess f − LB can be off by (the rounding allowance), and
+    ``tolerance``, Σ_l |λ_l|·allowance_l, the part of the gap between LB and the Lagrangian's value that covers
+    designs within the rows' tolerance: an enumeration that counts each design's own slack λ·s (negative
+    within the tolerance) may add it back."""
     lb: float
     n: np.ndarray
     Om: np.ndarray
     ell: np.ndarray
     margin: float
+    tolerance: float = 0.0
 
 
 def integer_bound(prog, lam) -> IntegerBound:
@@ -50,7 +54,7 @@ def integer_bound(prog, lam) -> IntegerBound:
     lb = safe_lower(np.concatenate([parts, allow]), mag, extra_ops=prog.m + prog.model.J + 4)
     # the rounding part of what was subtracted: also the most a computed excess f − LB can be off by
     margin = max(math.fsum(parts.tolist()) - lb + float(np.sum(allow)), 0.0)
-    return IntegerBound(lb, n_lam, Om, ell, margin)
+    return IntegerBound(lb, n_lam, Om, ell, margin, float(-np.sum(allow)) * (1 - 1e-12))
 
 
 def _flat_safe_minimiser(prog, Om, ell):

@@ -29,11 +29,16 @@ DEFAULT_MAX_STATES = 2_000_000    # partial designs a core enumeration keeps (~3
 class CoreResult:
     """A finished core enumeration: the best verified design (or None), the smallest objective − bound among the
     surviving feasible designs (inf when none), the largest number of partial designs kept, and (groups linked
-    by the total, :mod:`.linked`) the sum of the groups' least parts, 0 elsewhere."""
+    by the total, :mod:`.linked`) each group's least part, empty elsewhere."""
     n: np.ndarray | None
     excess: float
     peak: int
-    parts: float = 0.0
+    least: tuple = ()
+
+    @property
+    def parts(self) -> float:
+        """The groups' least parts summed (0 without groups)."""
+        return math.fsum(self.least)
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,8 @@ class CoreTable:
     tol: np.ndarray
     suf_min: np.ndarray
     suf_max: np.ndarray
+    du_all: np.ndarray | None = None      # linked groups: the change of a tracked linear row (a cost budget)
+    lam_track: float = 0.0                # ... and its multiplier, already in r_all
 
 
 @dataclass(frozen=True)
@@ -71,11 +78,13 @@ class Survivors:
     S_t: np.ndarray | None
     trail: list
     peak: int
+    S_u: np.ndarray | None = None
 
 
-def tabulate(prog, Om, ell, lam, n_lam, r_lo, r_hi, pos=None, rows=None, link_a=None) -> CoreTable:
+def tabulate(prog, Om, ell, lam, n_lam, r_lo, r_hi, pos=None, rows=None, link_a=None, track=None) -> CoreTable:
     """The :class:`CoreTable` of the core ``r_lo..r_hi`` on strata ``pos`` (all when None) and rows ``rows``
-    (all when None); ``link_a``: the linking row's integer coefficients, whose changes are tabulated too."""
+    (all when None); ``link_a``: the linking row's integer coefficients, whose changes are tabulated too;
+    ``track``: (coefficients, multiplier) of a linear row whose changes are tabulated (no test on it)."""
     sel = slice(None) if pos is None else pos
     rs = prog.rows if rows is None else [prog.rows[l] for l in rows]
     rhs, ineq = (prog.rhs(), prog.inequality()) if rows is None else (prog.rhs()[rows], prog.inequality()[rows])
@@ -84,7 +93,8 @@ def tabulate(prog, Om, ell, lam, n_lam, r_lo, r_hi, pos=None, rows=None, link_a=
     T0 = prog.unit_matrix(x0, pos)
     per0 = np.stack([prog.row_terms(r, T0, x0, pos) for r in rs], axis=1) if rs else np.zeros((x0.size, 0))
     phi0 = phi(prog, Om, ell, x0, pos)
-    fpos = np.flatnonzero(r_hi[sel] > r_lo[sel])
+    # a stratum whose one value is not n_λ's (a range clipped by a row on it) is free too: its row terms change
+    fpos = np.flatnonzero((r_hi[sel] > r_lo[sel]) | (r_lo[sel] != n_lam[sel]))
     free = fpos if pos is None else pos[fpos]
     sizes = (r_hi[free] - r_lo[free] + 1).astype(np.int64)
     owner = np.repeat(np.arange(free.size), sizes)
@@ -97,6 +107,8 @@ def tabulate(prog, Om, ell, lam, n_lam, r_lo, r_hi, pos=None, rows=None, link_a=
     cols = dict(v=v, r_all=r_all, d_all=new - per0[loc], dabs_all=np.abs(new) - np.abs(per0[loc]))
     if link_a is not None:
         cols["dt_all"] = (link_a[ii] * (v - n_lam[ii])).astype(np.int64)
+    if track is not None:
+        cols["du_all"] = track[0][ii] * (v - n_lam[ii]).astype(float)
     # Σ|terms| (the rows' scale in feasible()) equals the row itself where no term can be negative; only
     # the other rows track it
     signed = np.flatnonzero((per0 < 0).any(axis=0) | (new < 0).any(axis=0))
@@ -109,6 +121,7 @@ def tabulate(prog, Om, ell, lam, n_lam, r_lo, r_hi, pos=None, rows=None, link_a=
     rows0, abs0 = per0.sum(axis=0), np.abs(per0).sum(axis=0)
     tol, suf_min, suf_max = _reach(cols["d_all"], cols["dabs_all"], starts, free.size, rhs, abs0)
     return CoreTable(free=free, sizes=sizes, starts=starts, dt_all=cols.get("dt_all"), signed=signed,
+                     du_all=cols.get("du_all"), lam_track=0.0 if track is None else float(track[1]),
                      rows0=rows0, abs0=abs0, rhs=rhs, ineq=ineq, lam=lam_r, lam_in=np.where(ineq, lam_r, 0.0),
                      tol=tol, suf_min=suf_min, suf_max=suf_max,
                      **{c: cols[c] for c in ("v", "r_all", "d_all", "dabs_all")})
@@ -187,10 +200,13 @@ def expand(tab: CoreTable, t, S_r, S_row, cut, limit, deadline=None):
     return np.concatenate(parts_idx), np.concatenate(parts_R), np.concatenate(parts_ROW)
 
 
-def _undominated(tab: CoreTable, R, ROW, keys):
+def _undominated(tab: CoreTable, R, ROW, keys, U=None):
     """Positions kept by dominance: per value of ``keys`` (equality rows, linking total), the partial designs
-    that no other with no larger objective change has a smaller (or equal) inequality-row value."""
+    that no other with no larger objective change has a smaller (or equal) inequality-row value (and, with a
+    tracked row's changes ``U``, no larger one of those: :func:`_tracked_undominated`)."""
     F = R - (ROW - tab.rows0) @ tab.lam           # objective change so far (up to the linking row's)
+    if U is not None:
+        F = F - tab.lam_track * U
     # ties in F may fall in any order: dominance then keeps both of two equal designs or drops the one with the
     # larger row value, never a design no other dominates (so the faster unstable sort serves)
     order = np.argsort(F)
@@ -209,7 +225,10 @@ def _undominated(tab: CoreTable, R, ROW, keys):
         group = np.concatenate([[0], np.cumsum(np.any(ks[1:] != ks[:-1], axis=1))])
     else:
         group = np.zeros(R.size, dtype=np.int64)
-    if np.any(tab.ineq):
+    if U is not None:
+        y = ROW[order, int(np.flatnonzero(tab.ineq)[0])] if np.any(tab.ineq) else None
+        keep = _tracked_undominated(group, F[order], y, U[order])
+    elif np.any(tab.ineq):
         keep = _segmented_first_min(group, ROW[order, int(np.flatnonzero(tab.ineq)[0])])
     else:
         keep = np.concatenate([[True], group[1:] != group[:-1]])
@@ -217,6 +236,43 @@ def _undominated(tab: CoreTable, R, ROW, keys):
     mask = np.zeros(R.size, dtype=bool)
     mask[order[keep]] = True
     return np.flatnonzero(mask)
+
+
+TRACK_BUCKETS = 24    # bands of a tracked row's value, for dominance across bands (_tracked_undominated)
+
+
+def _tracked_undominated(group, F, y, u) -> np.ndarray:
+    """:func:`_segmented_first_min` for two criteria, an inequality row's value ``y`` (None: none) and a tracked
+    row's value ``u``, for items sorted by group, then by objective F: False where an item is dominated (an
+    earlier item of its group has no larger y and no larger u). Sound, not complete: two tests, each dropping
+    only dominated items, (1) among items with the same u exactly (many strata have no cost on a budget), the
+    one-row test on y; (2) across bands of u, an earlier item in a lower band (so a smaller u) with a strictly
+    smaller y. Each drop is by an item with a smaller u or, at the same u, earlier: no cycle, so every dropped
+    design is dominated by a kept one."""
+    S = u.size
+    if S == 0:
+        return np.zeros(0, dtype=bool)
+    if y is None:
+        return _segmented_first_min(group, u)
+    # (1) groups of (group, u), in objective order within each
+    o2 = np.lexsort((F, u, group))
+    g2 = np.concatenate([[0], np.cumsum((group[o2][1:] != group[o2][:-1]) | (u[o2][1:] != u[o2][:-1]))])
+    keep = np.zeros(S, dtype=bool)
+    keep[o2] = _segmented_first_min(g2, y[o2])
+    # (2) bands of u
+    edges = np.unique(np.quantile(u, np.linspace(0, 1, TRACK_BUCKETS + 1)[1:-1]))
+    band = np.searchsorted(edges, u, side="right")
+    lo, hi = float(np.min(y)), float(np.max(y))
+    D = 2.0 * (hi - lo) + 1.0 + abs(hi) + abs(lo)
+    z = y - group * D
+    for j in range(1, edges.size + 1):
+        at = band == j
+        if not at.any():
+            continue
+        cand = np.where(band < j, z, np.inf)
+        prev = np.concatenate([[np.inf], np.minimum.accumulate(cand)[:-1]])
+        keep &= ~(at & (prev < z))
+    return keep
 
 
 def _segmented_first_min(group: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -299,16 +355,19 @@ def _expand_last(tab: CoreTable, t0, S_r, S_row, cut, limit, work_room, deadline
     return [np.concatenate(tr) for tr in trails], np.concatenate(Rs), np.concatenate(ROWs), built
 
 
-def _carry(tab: CoreTable, t, idx, S_t, S_abs):
-    """The linking totals (linked groups; None elsewhere) and Σ|terms| of the signed rows of the partial designs
-    ``idx`` (expanded indices at stratum t), from their parents'."""
+def _carry(tab: CoreTable, t, idx, S_t, S_abs, S_u):
+    """The linking totals (linked groups; None elsewhere), Σ|terms| of the signed rows and the tracked row's
+    change (None without one) of the partial designs ``idx`` (expanded indices at stratum t), from their
+    parents'."""
     nv = tab.starts[t + 1] - tab.starts[t]
     parent, value = idx // nv, tab.starts[t] + idx % nv
     if S_t is not None:
         S_t = S_t[parent] + tab.dt_all[value]
     if tab.signed.size:
         S_abs = S_abs[parent] + tab.dabs_all[value][:, tab.signed]
-    return S_t, S_abs
+    if S_u is not None:
+        S_u = S_u[parent] + tab.du_all[value]
+    return S_t, S_abs, S_u
 
 
 def dynamic_programme(tab: CoreTable, cut, max_states, deadline, dominance: bool,
@@ -321,6 +380,7 @@ def dynamic_programme(tab: CoreTable, cut, max_states, deadline, dominance: bool
     linked = tab.dt_all is not None
     eq_cols = np.flatnonzero(~tab.ineq)
     S_t = np.zeros(1, dtype=np.int64) if linked else None
+    S_u = None if tab.du_all is None else np.zeros(1)
     S_r, S_row, S_abs = np.zeros(1), tab.rows0[None, :].copy(), tab.abs0[None, tab.signed].copy()
     trail, peak, work = [], 1, 0
     nf = tab.free.size
@@ -343,7 +403,7 @@ def dynamic_programme(tab: CoreTable, cut, max_states, deadline, dominance: bool
             peak = max(peak, int(built[:-1].max()))
             for e in levels[:-1]:
                 trail.append(e.astype(np.int32) if e.size and e[-1] < 2 ** 31 else e)
-                S_t, S_abs = _carry(tab, t, e, S_t, S_abs)
+                S_t, S_abs, S_u = _carry(tab, t, e, S_t, S_abs, S_u)
                 t += 1
             idx_all = levels[-1]
         else:
@@ -351,11 +411,11 @@ def dynamic_programme(tab: CoreTable, cut, max_states, deadline, dominance: bool
             if out is None:
                 return None
             idx_all, R, ROW = out
-        TOT, ABS = _carry(tab, t, idx_all, S_t, S_abs)
+        TOT, ABS, USE = _carry(tab, t, idx_all, S_t, S_abs, S_u)
         sel = np.arange(idx_all.size)
         if dominance and idx_all.size > 1:
             keys = TOT[:, None] if linked else ROW[:, eq_cols]
-            sel = _undominated(tab, R, ROW, keys)
+            sel = _undominated(tab, R, ROW, keys, USE)
         idx = idx_all[sel]
         work += idx.size
         # the kept designs per stratum rarely shrink, so work·free/(t+1) under-estimates the total: past the limit
@@ -369,12 +429,13 @@ def dynamic_programme(tab: CoreTable, cut, max_states, deadline, dominance: bool
         trail.append(idx.astype(np.int32) if idx.size and idx[-1] < 2 ** 31 else idx)
         S_r, S_row = R[sel], ROW[sel]
         S_t = TOT[sel] if linked else None
+        S_u = None if USE is None else USE[sel]
         if tab.signed.size:
             S_abs = ABS[sel]
         t += 1
         if idx.size == 0:
             break
-    return Survivors(S_r, S_row, S_abs, S_t, trail, peak)
+    return Survivors(S_r, S_row, S_abs, S_t, trail, peak, S_u)
 
 
 def final_test(tab: CoreTable, s: Survivors):

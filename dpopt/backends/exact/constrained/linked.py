@@ -13,7 +13,7 @@ import numpy as np
 
 from ....formulations.separable import SeparableProgram
 from .checks import FEAS_TOL, feasible
-from .cores import CoreResult, dynamic_programme, final_test, tabulate, trace
+from .cores import CoreResult, _segmented_first_min, dynamic_programme, final_test, tabulate, trace
 
 _FIRST_CUT_DIVISOR = 256.0    # a group's least excess is looked for from the cut / this
 _FIRST_CUT_GROWTH = 4.0       # and at cuts growing by this factor
@@ -22,17 +22,21 @@ _FIRST_CUT_GROWTH = 4.0       # and at cuts growing by this factor
 @dataclass(frozen=True)
 class GroupTable:
     """A group's enumeration: per reachable linking-row value ``totals`` the least ``excess`` of a design meeting
-    the group's rows, ``design(j)`` the group's values for entry j, and the most partial designs kept."""
+    the group's rows, ``design(j)`` the group's values for entry j, and the most partial designs kept. With a
+    tracked row, every design per total that no other beats in both excess less λ·``use`` and ``use`` (the
+    tracked row's change against n_λ)."""
     totals: np.ndarray
     excess: np.ndarray
     design: Callable[[int], np.ndarray] | None
     peak: int
+    use: np.ndarray | None = None
 
     def within(self, cut: float) -> "GroupTable":
         """The entries whose excess is within ``cut`` (the table holds every design up to a larger cut)."""
         keep = np.flatnonzero(self.excess <= cut)
         design = None if self.design is None else (lambda j, f=self.design: f(int(keep[j])))
-        return GroupTable(self.totals[keep], self.excess[keep], design, self.peak)
+        return GroupTable(self.totals[keep], self.excess[keep], design, self.peak,
+                          None if self.use is None else self.use[keep])
 
 
 class LinkedGroups(NamedTuple):
@@ -93,13 +97,14 @@ def linked_groups(prog: SeparableProgram) -> LinkedGroups | None:
 
 
 def enumerate_group(prog, Om, ell, lam, n_lam, r_lo, r_hi, cut, pos, rows, link, max_states,
-                    deadline) -> GroupTable | None:
+                    deadline, track=None) -> GroupTable | None:
     """Every completion of one group (strata ``pos`` with rows ``rows``) whose excess over the Lagrangian
     bound is within ``cut``, by dynamic programming over its free strata with dominance: among partial
     designs with the same linking-row value, one with no larger objective and no larger row value (≤ 1
-    inequality row) wins. None at the state limit or the deadline."""
+    inequality row) wins; with ``track`` (coefficients, λ of a linear row over several groups), no larger
+    value of that row either. None at the state limit or the deadline."""
     a = prog.rows[link].a
-    tab = tabulate(prog, Om, ell, lam, n_lam, r_lo, r_hi, pos=pos, rows=rows, link_a=a)
+    tab = tabulate(prog, Om, ell, lam, n_lam, r_lo, r_hi, pos=pos, rows=rows, link_a=a, track=track)
     dominance = int(np.sum(tab.ineq)) <= 1 and not np.any(~tab.ineq)
     s = dynamic_programme(tab, cut, max_states, deadline, dominance)
     if s is None:
@@ -108,8 +113,15 @@ def enumerate_group(prog, Om, ell, lam, n_lam, r_lo, r_hi, cut, pos, rows, link,
     keep = np.flatnonzero(feas)
     if keep.size == 0:
         return GroupTable(np.zeros(0, dtype=np.int64), np.zeros(0), None, s.peak)
-    order = np.lexsort((excess[keep], s.S_t[keep]))
-    first = np.concatenate([[True], s.S_t[keep][order][1:] != s.S_t[keep][order][:-1]])
+    if track is None:
+        order = np.lexsort((excess[keep], s.S_t[keep]))
+        first = np.concatenate([[True], s.S_t[keep][order][1:] != s.S_t[keep][order][:-1]])
+    else:
+        # per total, the designs no other beats in both the excess less the tracked row's λ·change and that change
+        adj = excess[keep] - track[1] * s.S_u[keep]
+        order = np.lexsort((adj, s.S_t[keep]))
+        st = s.S_t[keep][order]
+        first = _segmented_first_min(np.concatenate([[0], np.cumsum(st[1:] != st[:-1])]), s.S_u[keep][order])
     best = keep[order[first]]
 
     def design(j):
@@ -120,11 +132,11 @@ def enumerate_group(prog, Om, ell, lam, n_lam, r_lo, r_hi, cut, pos, rows, link,
         return out
 
     tot0 = int(np.sum(a[pos] * n_lam[pos]))
-    return GroupTable(tot0 + s.S_t[best], excess[best], design, s.peak)
+    return GroupTable(tot0 + s.S_t[best], excess[best], design, s.peak, None if track is None else s.S_u[best])
 
 
 def enumerate_linked(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, max_states, deadline,
-                     linked) -> CoreResult | None:
+                     linked, track: bool = False) -> CoreResult | None:
     """:func:`.cores.enumerate_core` for groups of strata linked only by the total (:func:`linked_groups`),
     group by group and joined over the total. Same returns as :func:`.cores.enumerate_core`, except with relaxed
     rows: ``excess`` is then the join's least, a lower bound on the excess of every design of the core, and ``n``
@@ -138,10 +150,16 @@ def enumerate_linked(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, max_states, 
     tol_all = 2 * FEAS_TOL * prog.row_scale(n_lam.astype(float))
     cut = budget + float(lam_in @ tol_all)
     peak = 1
+    # the relaxed row over several groups with the largest multiplier (the budget that binds) is tracked: the
+    # tables keep, per total, every design not beaten in both excess and that row's use, and the join keeps the
+    # row, so its λ·slack is counted exactly instead of bounded by 0
+    tracked = _tracked_row(prog, lam, n_lam, relaxed) if track else None
+    track = None if tracked is None else (prog.rows[tracked].a.astype(float), float(lam[tracked]))
 
-    def group(g, c):
+    def group(g, c, tr=None):
         pos, rows = groups[g]
-        return enumerate_group(prog, Om, ell, lam, n_lam, r_lo, r_hi, c, pos, rows, link, max_states, deadline)
+        return enumerate_group(prog, Om, ell, lam, n_lam, r_lo, r_hi, c, pos, rows, link, max_states, deadline,
+                               tr)
 
     # Each group's part of f − LB is at least its own least excess e_g, so in a design within the cut group g's
     # part is at most cut − Σ_{h≠g} e_h. The e_g come first, from cheap enumerations at cuts growing from
@@ -171,8 +189,8 @@ def enumerate_linked(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, max_states, 
     tables = [res for res, _ in first] if room < 0 else []
     for g, (res, c) in enumerate(first if room >= 0 else []):
         own = least[g] + room
-        if own > c:
-            res = group(g, own)
+        if own > c or track is not None:
+            res = group(g, own, track)
             if res is None:
                 return None
             peak = max(peak, res.peak)
@@ -181,14 +199,140 @@ def enumerate_linked(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, max_states, 
         if res.totals.size == 0:
             return CoreResult(None, math.inf, peak)
         tables.append(res)
-    joined = _join(tables, int(round(prog.rows[link].rhs)))
+    total = int(round(prog.rows[link].rhs))
+    if track is not None and room >= 0:
+        a_t, lam_t = track
+        u_lam = float(a_t @ n_lam)
+        allow_t = float(prog.allowance()[tracked])
+        joined = _join_tracked(tables, total, lam_t, prog.rows[tracked].rhs + allow_t - u_lam,
+                               cut + lam_t * allow_t, max_states)
+        if joined == "stopped":
+            return None
+        if joined is not None:
+            joined = (joined[0] + lam_t * (prog.rows[tracked].rhs - u_lam), joined[1])
+    else:
+        joined = _join(tables, total)
     if joined is None:
         return CoreResult(None, math.inf, peak)
     best_excess, picks = joined
     n = n_lam.copy()
     for (pos, _), table, j in zip(groups, tables, picks):
         n[pos] = table.design(j)
-    return CoreResult(n if feasible(prog, n) else None, best_excess, peak, math.fsum(least))
+    return CoreResult(n if feasible(prog, n) else None, best_excess, peak, tuple(least))
+
+
+def _tracked_row(prog, lam, n_lam, relaxed):
+    """The relaxed row over several strata with the largest positive λ·scale (at n_λ), or None."""
+    best, row = 0.0, None
+    scale = prog.row_scale(n_lam.astype(float)) if relaxed else None
+    for l in relaxed:
+        a = prog.rows[l].a
+        if prog.rows[l].sense == "<=" and np.count_nonzero(a) > 1 and lam[l] > 0 and lam[l] * scale[l] > best:
+            best, row = lam[l] * scale[l], l
+    return row
+
+
+def _join_tracked(tables: list[GroupTable], total: int, lam_t: float, u_room: float, cut: float, max_states: int):
+    """The join over the total that keeps a tracked row: (least Σ(excess − λ_t·use) over the designs joined
+    at ``total`` with Σ use ≤ ``u_room``, the entry picked per group), None when there is none, or "stopped"
+    above ``max_states`` partial joins.
+
+    Groups are joined smallest table first. A partial join is kept while its Σ excess plus the least Σ excess
+    of the groups still to come at the total it leaves them (their min-plus convolution) passes ``cut`` and its
+    Σ use plus their least use fits ``u_room``, and, per total, while no other is smaller in both Σ(excess −
+    λ_t·use) and Σ use. The last group is looked up, not paired: per total, its entries by increasing use have
+    decreasing excess − λ_t·use, so the best one that fits is the last whose use fits."""
+    order = sorted(range(len(tables)), key=lambda g: tables[g].totals.size)
+    tabs = [tables[g] for g in order]
+    n = len(tabs)
+    # rest[g]: (lowest total, dense least Σ excess per total) of the groups after g
+    rest = [(0, np.zeros(1))]
+    for tab in tabs[:0:-1]:
+        t0, acc = rest[-1]
+        t_min, dense = _dense(tab)
+        rest.append((t0 + t_min, _min_plus(acc, dense)[0]))
+    rest = rest[::-1]
+    umin = np.array([float(t.use.min()) for t in tabs])
+    rest_u = np.concatenate([np.cumsum(umin[::-1])[::-1][1:], [0.0]])
+
+    def ahead(g, T2):
+        t0, acc = rest[g]
+        j = total - T2 - t0
+        ok = (j >= 0) & (j < acc.size)
+        out = np.full(T2.size, math.inf)
+        out[ok] = acc[j[ok]]
+        return out
+
+    T, E, A, U = np.zeros(1, dtype=np.int64), np.zeros(1), np.zeros(1), np.zeros(1)
+    back = []
+    for g, tab in enumerate(tabs[:-1]):
+        m = tab.totals.size
+        adj = tab.excess - lam_t * tab.use
+        kept = []
+        step = max(1, (1 << 20) // max(m, 1))
+        for c0 in range(0, T.size, step):
+            si = np.repeat(np.arange(c0, min(c0 + step, T.size)), m)
+            mj = np.tile(np.arange(m), si.size // m)
+            T2 = T[si] + tab.totals[mj]
+            ok = (E[si] + tab.excess[mj] + ahead(g, T2) <= cut) & (U[si] + tab.use[mj] + rest_u[g] <= u_room)
+            kept.append((si[ok], mj[ok]))
+        si = np.concatenate([k[0] for k in kept])
+        mj = np.concatenate([k[1] for k in kept])
+        if si.size == 0:
+            return None
+        T2, E2, U2, A2 = T[si] + tab.totals[mj], E[si] + tab.excess[mj], U[si] + tab.use[mj], A[si] + adj[mj]
+        o = np.lexsort((A2, T2))
+        ts = T2[o]
+        sel = o[_segmented_first_min(np.concatenate([[0], np.cumsum(ts[1:] != ts[:-1])]), U2[o])]
+        if sel.size > max_states:
+            return "stopped"
+        back.append((si[sel], mj[sel]))
+        T, E, U, A = T2[sel], E2[sel], U2[sel], A2[sel]
+    # the last group: per state, the entry at the total left whose use is the largest that fits
+    last = tabs[-1]
+    o = np.lexsort((last.use, last.totals))
+    lt, lu, la = last.totals[o], last.use[o], (last.excess - lam_t * last.use)[o]
+    need = total - T
+    lo = np.searchsorted(lt, need, side="left")
+    hi = np.searchsorted(lt, need, side="right")
+    best, pick_state, pick_entry = math.inf, -1, -1
+    for st in np.flatnonzero(hi > lo):
+        j = lo[st] + int(np.searchsorted(lu[lo[st]:hi[st]], u_room - U[st], side="right")) - 1
+        if j >= lo[st] and A[st] + la[j] < best:
+            best, pick_state, pick_entry = A[st] + la[j], int(st), int(o[j])
+    if pick_state < 0:
+        return None
+    picks = [pick_entry]
+    j = pick_state
+    for si, mj in back[::-1]:
+        picks.append(int(mj[j]))
+        j = int(si[j])
+    picks = picks[::-1]
+    out = [0] * n
+    for g, p in zip(order, picks):
+        out[g] = p
+    return float(best), out
+
+
+def _dense(tab: GroupTable):
+    """(lowest total, least excess per total from it, inf where none) of a group's table."""
+    t_min, t_max = int(tab.totals.min()), int(tab.totals.max())
+    dense = np.full(t_max - t_min + 1, math.inf)
+    np.minimum.at(dense, tab.totals - t_min, tab.excess)
+    return t_min, dense
+
+
+def _min_plus(acc: np.ndarray, dense: np.ndarray):
+    """The min-plus convolution of two dense arrays over totals and, per entry, the offset in ``dense`` used."""
+    out = np.full(acc.size + dense.size - 1, math.inf)
+    arg = np.full(out.size, -1, dtype=np.int64)
+    for s in np.flatnonzero(np.isfinite(dense)):
+        cand = acc + dense[s]
+        seg = out[s:s + acc.size]
+        better = cand < seg
+        seg[better] = cand[better]
+        arg[s:s + acc.size][better] = s
+    return out, arg
 
 
 def _within_stratum_rows(prog, rows, r_lo, r_hi):
@@ -216,21 +360,12 @@ def _join(tables: list[GroupTable], total: int):
     acc = np.zeros(1)
     choices = []
     for tab in tables:
-        t_min, t_max = int(tab.totals.min()), int(tab.totals.max())
-        dense = np.full(t_max - t_min + 1, math.inf)
-        dense[tab.totals - t_min] = tab.excess
+        t_min, dense = _dense(tab)
         where = np.full(dense.size, -1)
-        where[tab.totals - t_min] = np.arange(tab.totals.size)
-        out = np.full(acc.size + dense.size - 1, math.inf)
-        arg = np.full(out.size, -1, dtype=np.int64)
-        for s in np.flatnonzero(np.isfinite(dense)):
-            cand = acc + dense[s]
-            seg = out[s:s + acc.size]
-            better = cand < seg
-            seg[better] = cand[better]
-            arg[s:s + acc.size][better] = s
+        where[tab.totals - t_min] = np.arange(tab.totals.size)      # one entry per total
+        acc, arg = _min_plus(acc, dense)
         choices.append((arg, where))
-        acc, lo_t = out, lo_t + t_min
+        lo_t += t_min
     j = total - lo_t
     if not (0 <= j < acc.size) or not math.isfinite(acc[j]):
         return None
