@@ -198,7 +198,7 @@ def test_relaxed_rows_join_bounds_every_design(seed):
     one stratum): at every budget b the join over the total without those rows is a lower bound on the excess of
     every feasible design within b (brute force), its design meets every row, and the full solve is exact."""
     rs = np.random.default_rng(2500 + seed)
-    checked = solved = lifted = 0
+    checked = solved = lifted = exact_hits = 0
     for _ in range(20):
         d, mech, eps, objective = _instance(rs)
         if _with_budget(rs, d) is None or not C.convexity(d)[0]:
@@ -231,8 +231,24 @@ def test_relaxed_rows_join_bounds_every_design(seed):
                 lifted += out.excess > 1e-9 * scale        # the join lifts the bound above the Lagrangian's
             if out.n is not None:
                 assert d.is_feasible(out.n)
+            # the budget tracked (the relaxed row with a multiplier): the join's least is still a lower bound, and
+            # when its design meets every row and no other relaxed row has a multiplier, that least is the
+            # design's own excess: the least excess over every design within b (brute force)
+            tracked = C.enumerate_linked(prog, ib.Om, ib.ell, res.lam, ib.n, r_lo, r_hi, b, 10 ** 6, None,
+                                         linked, track=True)
+            assert tracked is not None
+            priced = [l for l in linked.relaxed if res.lam[l] > 0]
+            if true <= b:
+                assert true >= tracked.excess - 1e-9 * scale
+            if tracked.n is not None and len(priced) == 1 and np.count_nonzero(prog.rows[priced[0]].a) > 1:
+                assert d.is_feasible(tracked.n)
+                own = prog.evaluate(tracked.n.astype(float))[0] - lb
+                assert abs(own - tracked.excess) <= 1e-9 * scale
+                if true <= b:
+                    assert abs(own - true) <= 1e-9 * scale
+                    exact_hits += 1
             checked += 1
-    assert checked >= 40 and solved >= 8 and lifted >= 10
+    assert checked >= 40 and solved >= 8 and lifted >= 10 and exact_hits >= 10
 
 
 def test_benchmark_case_e_shape_is_proven():
@@ -269,3 +285,66 @@ def test_benchmark_case_e_shape_is_proven():
             m[j] += 1
             if d.is_feasible(m):
                 assert d.objective_value(m) >= f * (1 - 1e-12)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_strata_clipped_to_one_value_are_enumerated_at_it(seed):
+    """A core whose range for some strata is a single value other than the Lagrangian minimiser's (a row on a
+    stratum clips it so): the enumeration must count that value's reduced cost and row terms, not n_λ's. Here
+    every stratum is pinned to a feasible design n*. Oracle: f(n*) − the Lagrangian's value, evaluated directly
+    (the identity f − L = Σ Δφ_i + λ·(rhs − rows) checked first)."""
+    rs = np.random.default_rng(4100 + seed)
+    done = 0
+    for _ in range(30):
+        d, _mech, _eps, _objective = _instance(rs)
+        sol = d.solve()
+        if sol.status != dpopt.Status.OPTIMAL or not C.convexity(d)[0]:
+            continue
+        prog = program_of(d)
+        res = C.solve_dual(prog, C.Deadline(10.0))
+        ib = C.integer_bound(prog, res.lam)
+        design = np.asarray(sol.n, dtype=np.int64)
+        if np.array_equal(design, ib.n):
+            continue
+        x0, x = ib.n.astype(float), design.astype(float)
+        lagrangian = float(np.sum(C.phi(prog, ib.Om, ib.ell, x0)) - res.lam @ prog.rhs()) - prog.const
+        f, lhs = prog.evaluate(x)
+        excess = f - lagrangian
+        tol = 1e-9 * max(abs(f), 1.0)
+        assert abs(excess - (float(np.sum(C.phi(prog, ib.Om, ib.ell, x) - C.phi(prog, ib.Om, ib.ell, x0)))
+                             + res.lam @ (prog.rhs() - lhs))) <= tol
+        out = C.enumerate_core(prog, ib.Om, ib.ell, res.lam, ib.n, design, design, max(excess, 0.0) + 1.0, 10 ** 5)
+        assert out is not None and out.n is not None and np.array_equal(out.n, design)
+        assert abs(out.excess - excess) <= tol
+        done += 1
+    assert done >= 5
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_two_criteria_dominance_drops_only_dominated_designs(seed):
+    """The dominance filter with a tracked row (cores._tracked_undominated), on random items with ties: every
+    dropped item is dominated (same group, earlier in objective order, no larger row value, no larger tracked
+    value) by a kept one, and every item no other dominates is kept (brute force over all pairs)."""
+    from dpopt.backends.exact.constrained.cores import _tracked_undominated
+
+    rs = np.random.default_rng(5200 + seed)
+    for _ in range(40):
+        S = int(rs.integers(1, 300))
+        group = np.sort(rs.integers(0, 4, size=S))
+        F = rs.integers(0, 20, size=S).astype(float)
+        order = np.lexsort((F, group))
+        group, F = group[order], F[order]
+        y = rs.integers(0, 12, size=S).astype(float) * (0.1 if seed % 2 else 1e6)
+        u = rs.integers(0, 12, size=S).astype(float) * rs.choice([1.0, 0.37])
+        keep = _tracked_undominated(group, F, y, u)
+        for b in range(S):
+            dom = [a for a in range(S) if a != b and group[a] == group[b] and a < b
+                   and y[a] <= y[b] and u[a] <= u[b]]
+            if not keep[b]:
+                assert any(keep[a] for a in dom) or any(
+                    keep[a] and group[a] == group[b] and F[a] <= F[b] and y[a] <= y[b] and u[a] <= u[b]
+                    for a in range(S) if a != b)
+            strict = [a for a in range(S) if a != b and group[a] == group[b] and F[a] <= F[b]
+                      and y[a] <= y[b] and u[a] <= u[b] and (F[a], y[a], u[a]) != (F[b], y[b], u[b])]
+            if not strict and not dom:
+                assert keep[b]

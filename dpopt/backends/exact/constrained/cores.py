@@ -159,8 +159,10 @@ def expand(tab: CoreTable, t, S_r, S_row, cut, limit, deadline=None):
     ``limit`` survivors or once ``deadline`` has passed (checked per chunk). A stratum's values come by reduced
     cost (:func:`tabulate`), so a partial design is paired only with the prefix of values its budget left can
     afford (a margin of 1e-9 on that prefix, then the exact test: the same survivors as every pair tested;
-    measured on case (d), k = 1 000: 36 % of the pairs); a chunk of states at a time (bounded memory)."""
+    measured on case (d), k = 1 000: 36 % of the pairs); a chunk of states at a time (bounded memory).
+    ``cut`` is a number or one per partial design."""
     s0, s1 = tab.starts[t], tab.starts[t + 1]
+    cut_all = np.broadcast_to(np.asarray(cut, dtype=float), S_r.shape)
     nv, m = s1 - s0, tab.rhs.size
     ineq, lam_in = tab.ineq, tab.lam_in
     r_blk, d_blk = tab.r_all[s0:s1], tab.d_all[s0:s1]
@@ -172,10 +174,14 @@ def expand(tab: CoreTable, t, S_r, S_row, cut, limit, deadline=None):
     for c0 in range(0, S_r.size, CHUNK):
         c1 = min(c0 + CHUNK, S_r.size)
         sr = S_r[c0:c1]
-        cnt = np.searchsorted(r_blk, cut - sr + 1e-9 * (abs(cut) + np.abs(sr)) + 1e-300, side="right")
+        cut = cut_all[c0:c1]
+        with np.errstate(invalid="ignore"):
+            reach = np.where(cut > -np.inf, cut - sr + 1e-9 * (np.abs(cut) + np.abs(sr)) + 1e-300, -np.inf)
+        cnt = np.searchsorted(r_blk, reach, side="right")
         parent = np.repeat(np.arange(c1 - c0), cnt)
         choice = np.arange(parent.size) - np.repeat(np.cumsum(cnt) - cnt, cnt)
         R = sr[parent] + r_blk[choice]
+        cut = cut[parent]
         ok = R <= cut
         pen = np.zeros(R.size)
         cols = []
@@ -238,17 +244,18 @@ def _undominated(tab: CoreTable, R, ROW, keys, U=None):
     return np.flatnonzero(mask)
 
 
-TRACK_BUCKETS = 24    # bands of a tracked row's value, for dominance across bands (_tracked_undominated)
+TRACK_LEVELS = 12    # halvings of a tracked row's value range, for dominance across them (_tracked_undominated)
 
 
 def _tracked_undominated(group, F, y, u) -> np.ndarray:
     """:func:`_segmented_first_min` for two criteria, an inequality row's value ``y`` (None: none) and a tracked
     row's value ``u``, for items sorted by group, then by objective F: False where an item is dominated (an
-    earlier item of its group has no larger y and no larger u). Sound, not complete: two tests, each dropping
-    only dominated items, (1) among items with the same u exactly (many strata have no cost on a budget), the
-    one-row test on y; (2) across bands of u, an earlier item in a lower band (so a smaller u) with a strictly
-    smaller y. Each drop is by an item with a smaller u or, at the same u, earlier: no cycle, so every dropped
-    design is dominated by a kept one."""
+    earlier item of its group has no larger y and no larger u). Sound, and exact up to 2^TRACK_LEVELS bands of
+    u: (1) among items with the same u exactly (many strata have no cost on a budget), the one-row test on y;
+    (2) the values of u ranked and halved level by level (divide and conquer on u): within each band of a
+    level, an earlier item of its lower half with a strictly smaller y drops an item of its upper half. Each
+    drop is by an item with a smaller u or, at the same u, an earlier one: no cycle, so every dropped design
+    is dominated by a kept one."""
     S = u.size
     if S == 0:
         return np.zeros(0, dtype=bool)
@@ -259,19 +266,39 @@ def _tracked_undominated(group, F, y, u) -> np.ndarray:
     g2 = np.concatenate([[0], np.cumsum((group[o2][1:] != group[o2][:-1]) | (u[o2][1:] != u[o2][:-1]))])
     keep = np.zeros(S, dtype=bool)
     keep[o2] = _segmented_first_min(g2, y[o2])
-    # (2) bands of u
-    edges = np.unique(np.quantile(u, np.linspace(0, 1, TRACK_BUCKETS + 1)[1:-1]))
-    band = np.searchsorted(edges, u, side="right")
-    lo, hi = float(np.min(y)), float(np.max(y))
+    # (2) the ranks of u, halved level by level, over the items still kept (an item dropped is dominated by one
+    # that drops, at the same level, whatever it would drop later); ``cur`` lists them by (group, band,
+    # objective), and each level splits every band in two, stably, in linear time
+    cur = np.flatnonzero(keep)
+    _, rank = np.unique(u[cur], return_inverse=True)
+    rank = rank.ravel().astype(np.int64)
+    bits = max(int(rank.max()).bit_length(), 1)
+    yc = y[cur]
+    lo, hi = float(np.min(yc)), float(np.max(yc))
     D = 2.0 * (hi - lo) + 1.0 + abs(hi) + abs(lo)
-    z = y - group * D
-    for j in range(1, edges.size + 1):
-        at = band == j
-        if not at.any():
-            continue
-        cand = np.where(band < j, z, np.inf)
-        prev = np.concatenate([[np.inf], np.minimum.accumulate(cand)[:-1]])
-        keep &= ~(at & (prev < z))
+    seg = group[cur].astype(np.int64)
+    for level in range(min(bits, TRACK_LEVELS)):
+        bit = (rank >> (bits - level - 1)) & 1
+        seg = np.concatenate([[0], np.cumsum(seg[1:] != seg[:-1])])
+        z = yc - seg * D
+        prev = np.concatenate([[np.inf], np.minimum.accumulate(np.where(bit == 0, z, np.inf))[:-1]])
+        live = ~((bit == 1) & (prev < z))
+        keep[cur[~live]] = False
+        cur, rank, yc, seg, bit = cur[live], rank[live], yc[live], seg[live], bit[live]
+        if cur.size == 0:
+            break
+        # each band's lower half first, both halves in their order
+        start = np.flatnonzero(np.concatenate([[True], seg[1:] != seg[:-1]]))
+        band = np.cumsum(np.concatenate([[True], seg[1:] != seg[:-1]])) - 1
+        first = start[band]
+        zeros, ones = np.cumsum(bit == 0), np.cumsum(bit == 1)
+        z0, o0 = zeros[first] - (bit[first] == 0), ones[first] - (bit[first] == 1)
+        n0 = np.add.reduceat((bit == 0).astype(np.int64), start)[band]
+        pos = first + np.where(bit == 0, zeros - z0 - 1, n0 + ones - o0 - 1)
+        order = np.empty_like(pos)
+        order[pos] = np.arange(pos.size)
+        cur, rank, yc = cur[order], rank[order], yc[order]
+        seg = (seg * 2 + bit)[order]
     return keep
 
 
@@ -371,7 +398,7 @@ def _carry(tab: CoreTable, t, idx, S_t, S_abs, S_u):
 
 
 def dynamic_programme(tab: CoreTable, cut, max_states, deadline, dominance: bool,
-                      work_limit=None) -> Survivors | None:
+                      work_limit=None, cut_of=None) -> Survivors | None:
     """The dynamic programme over the free strata of ``tab``: None when more than ``max_states`` partial designs
     survive a stratum (4·max_states before dominance), more than ``work_limit`` have been kept over all
     strata, or the deadline passes; else the survivors (empty when nothing is within the budget). Without
@@ -407,7 +434,10 @@ def dynamic_programme(tab: CoreTable, cut, max_states, deadline, dominance: bool
                 t += 1
             idx_all = levels[-1]
         else:
-            out = expand(tab, t, S_r, S_row, cut, limit, deadline)
+            # with cut_of (linked groups: the cut left by the other groups at the totals a partial design can
+            # still reach), each partial design has its own cut
+            out = expand(tab, t, S_r, S_row, cut if cut_of is None else np.minimum(cut, cut_of(t, S_t)), limit,
+                         deadline)
             if out is None:
                 return None
             idx_all, R, ROW = out
