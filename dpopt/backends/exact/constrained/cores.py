@@ -159,10 +159,8 @@ def expand(tab: CoreTable, t, S_r, S_row, cut, limit, deadline=None):
     ``limit`` survivors or once ``deadline`` has passed (checked per chunk). A stratum's values come by reduced
     cost (:func:`tabulate`), so a partial design is paired only with the prefix of values its budget left can
     afford (a margin of 1e-9 on that prefix, then the exact test: the same survivors as every pair tested;
-    measured on case (d), k = 1 000: 36 % of the pairs); a chunk of states at a time (bounded memory).
-    ``cut`` is a number or one per partial design."""
+    measured on case (d), k = 1 000: 36 % of the pairs); a chunk of states at a time (bounded memory)."""
     s0, s1 = tab.starts[t], tab.starts[t + 1]
-    cut_all = np.broadcast_to(np.asarray(cut, dtype=float), S_r.shape)
     nv, m = s1 - s0, tab.rhs.size
     ineq, lam_in = tab.ineq, tab.lam_in
     r_blk, d_blk = tab.r_all[s0:s1], tab.d_all[s0:s1]
@@ -174,14 +172,10 @@ def expand(tab: CoreTable, t, S_r, S_row, cut, limit, deadline=None):
     for c0 in range(0, S_r.size, CHUNK):
         c1 = min(c0 + CHUNK, S_r.size)
         sr = S_r[c0:c1]
-        cut = cut_all[c0:c1]
-        with np.errstate(invalid="ignore"):
-            reach = np.where(cut > -np.inf, cut - sr + 1e-9 * (np.abs(cut) + np.abs(sr)) + 1e-300, -np.inf)
-        cnt = np.searchsorted(r_blk, reach, side="right")
+        cnt = np.searchsorted(r_blk, cut - sr + 1e-9 * (abs(cut) + np.abs(sr)) + 1e-300, side="right")
         parent = np.repeat(np.arange(c1 - c0), cnt)
         choice = np.arange(parent.size) - np.repeat(np.cumsum(cnt) - cnt, cnt)
         R = sr[parent] + r_blk[choice]
-        cut = cut[parent]
         ok = R <= cut
         pen = np.zeros(R.size)
         cols = []
@@ -235,7 +229,7 @@ def _undominated(tab: CoreTable, R, ROW, keys, U=None):
         y = ROW[order, int(np.flatnonzero(tab.ineq)[0])] if np.any(tab.ineq) else None
         keep = _tracked_undominated(group, F[order], y, U[order])
     elif np.any(tab.ineq):
-        keep = _segmented_first_min(group, ROW[order, int(np.flatnonzero(tab.ineq)[0])])
+        keep = segmented_first_min(group, ROW[order, int(np.flatnonzero(tab.ineq)[0])])
     else:
         keep = np.concatenate([[True], group[1:] != group[:-1]])
     # the kept positions in increasing order, without a sort (measured: the sort was 12 % of case (e) at k = 20 000)
@@ -248,7 +242,7 @@ TRACK_LEVELS = 12    # halvings of a tracked row's value range, for dominance ac
 
 
 def _tracked_undominated(group, F, y, u) -> np.ndarray:
-    """:func:`_segmented_first_min` for two criteria, an inequality row's value ``y`` (None: none) and a tracked
+    """:func:`segmented_first_min` for two criteria, an inequality row's value ``y`` (None: none) and a tracked
     row's value ``u``, for items sorted by group, then by objective F: False where an item is dominated (an
     earlier item of its group has no larger y and no larger u). Sound, and exact up to 2^TRACK_LEVELS bands of
     u: (1) among items with the same u exactly (many strata have no cost on a budget), the one-row test on y;
@@ -260,12 +254,12 @@ def _tracked_undominated(group, F, y, u) -> np.ndarray:
     if S == 0:
         return np.zeros(0, dtype=bool)
     if y is None:
-        return _segmented_first_min(group, u)
+        return segmented_first_min(group, u)
     # (1) groups of (group, u), in objective order within each
     o2 = np.lexsort((F, u, group))
     g2 = np.concatenate([[0], np.cumsum((group[o2][1:] != group[o2][:-1]) | (u[o2][1:] != u[o2][:-1]))])
     keep = np.zeros(S, dtype=bool)
-    keep[o2] = _segmented_first_min(g2, y[o2])
+    keep[o2] = segmented_first_min(g2, y[o2])
     # (2) the ranks of u, halved level by level, over the items still kept (an item dropped is dominated by one
     # that drops, at the same level, whatever it would drop later); ``cur`` lists them by (group, band,
     # objective), and each level splits every band in two, stably, in linear time
@@ -302,7 +296,7 @@ def _tracked_undominated(group, F, y, u) -> np.ndarray:
     return keep
 
 
-def _segmented_first_min(group: np.ndarray, y: np.ndarray) -> np.ndarray:
+def segmented_first_min(group: np.ndarray, y: np.ndarray) -> np.ndarray:
     """For items sorted by group (then by their objective), False where an earlier item of the same group has a
     smaller y (the item is dominated), True otherwise.
 
@@ -398,7 +392,7 @@ def _carry(tab: CoreTable, t, idx, S_t, S_abs, S_u):
 
 
 def dynamic_programme(tab: CoreTable, cut, max_states, deadline, dominance: bool,
-                      work_limit=None, cut_of=None) -> Survivors | None:
+                      work_limit=None) -> Survivors | None:
     """The dynamic programme over the free strata of ``tab``: None when more than ``max_states`` partial designs
     survive a stratum (4·max_states before dominance), more than ``work_limit`` have been kept over all
     strata, or the deadline passes; else the survivors (empty when nothing is within the budget). Without
@@ -434,10 +428,7 @@ def dynamic_programme(tab: CoreTable, cut, max_states, deadline, dominance: bool
                 t += 1
             idx_all = levels[-1]
         else:
-            # with cut_of (linked groups: the cut left by the other groups at the totals a partial design can
-            # still reach), each partial design has its own cut
-            out = expand(tab, t, S_r, S_row, cut if cut_of is None else np.minimum(cut, cut_of(t, S_t)), limit,
-                         deadline)
+            out = expand(tab, t, S_r, S_row, cut, limit, deadline)
             if out is None:
                 return None
             idx_all, R, ROW = out

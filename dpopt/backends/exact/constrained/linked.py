@@ -13,7 +13,7 @@ import numpy as np
 
 from ....formulations.separable import SeparableProgram
 from .checks import FEAS_TOL, feasible
-from .cores import CoreResult, _segmented_first_min, dynamic_programme, final_test, tabulate, trace
+from .cores import CoreResult, dynamic_programme, final_test, segmented_first_min, tabulate, trace
 
 _FIRST_CUT_DIVISOR = 256.0    # a group's least excess is looked for from the cut / this
 _FIRST_CUT_GROWTH = 4.0       # and at cuts growing by this factor
@@ -97,21 +97,17 @@ def linked_groups(prog: SeparableProgram) -> LinkedGroups | None:
 
 
 def enumerate_group(prog, Om, ell, lam, n_lam, r_lo, r_hi, cut, pos, rows, link, max_states,
-                    deadline, track=None, others=None) -> GroupTable | None:
+                    deadline, track=None) -> GroupTable | None:
     """Every completion of one group (strata ``pos`` with rows ``rows``) whose excess over the Lagrangian
     bound is within ``cut``, by dynamic programming over its free strata with dominance: among partial
     designs with the same linking-row value, one with no larger objective and no larger row value (≤ 1
     inequality row) wins; with ``track`` (coefficients, λ of a linear row over several groups), no larger
-    value of that row either. ``others`` ((lowest total, the other groups' least Σ excess per total of this
-    group, from :func:`_leave_one_out`), the join's cut): a partial design is dropped once its reduced costs
-    pass the join's cut less the others' least at every total it can still reach. None at the state limit or
-    the deadline."""
+    value of that row either. None at the state limit or the deadline."""
     a = prog.rows[link].a
     tab = tabulate(prog, Om, ell, lam, n_lam, r_lo, r_hi, pos=pos, rows=rows, link_a=a, track=track)
     dominance = int(np.sum(tab.ineq)) <= 1 and not np.any(~tab.ineq)
     tot0 = int(np.sum(a[pos] * n_lam[pos]))
-    cut_of = None if others is None else _cut_by_total(tab, tot0, *others)
-    s = dynamic_programme(tab, cut, max_states, deadline, dominance, cut_of=cut_of)
+    s = dynamic_programme(tab, cut, max_states, deadline, dominance)
     if s is None:
         return None
     feas, excess = final_test(tab, s)
@@ -126,7 +122,7 @@ def enumerate_group(prog, Om, ell, lam, n_lam, r_lo, r_hi, cut, pos, rows, link,
         adj = excess[keep] - track[1] * s.S_u[keep]
         order = np.lexsort((adj, s.S_t[keep]))
         st = s.S_t[keep][order]
-        first = _segmented_first_min(np.concatenate([[0], np.cumsum(st[1:] != st[:-1])]), s.S_u[keep][order])
+        first = segmented_first_min(np.concatenate([[0], np.cumsum(st[1:] != st[:-1])]), s.S_u[keep][order])
     best = keep[order[first]]
 
     def design(j):
@@ -160,10 +156,10 @@ def enumerate_linked(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, max_states, 
     tracked = _tracked_row(prog, lam, n_lam, relaxed) if track else None
     track = None if tracked is None else (prog.rows[tracked].a.astype(float), float(lam[tracked]))
 
-    def group(g, c, tr=None, others=None):
+    def group(g, c, tr=None):
         pos, rows = groups[g]
         return enumerate_group(prog, Om, ell, lam, n_lam, r_lo, r_hi, c, pos, rows, link, max_states, deadline,
-                               tr, others)
+                               tr)
 
     # Each group's part of f − LB is at least its own least excess e_g, so in a design within the cut group g's
     # part is at most cut − Σ_{h≠g} e_h. The e_g come first, from cheap enumerations at cuts growing from
@@ -193,8 +189,10 @@ def enumerate_linked(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, max_states, 
     tables = [res for res, _ in first] if room < 0 else []
     for g, (res, c) in enumerate(first if room >= 0 else []):
         own = least[g] + room
-        if own > c:
-            res = group(g, own)
+        if own > c or track is not None:
+            # tracked, each group again: its first table keeps one design per total, not every one not beaten
+            # in both excess and the budget's use
+            res = group(g, own, track)
             if res is None:
                 return None
             peak = max(peak, res.peak)
@@ -208,21 +206,8 @@ def enumerate_linked(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, max_states, 
         a_t, lam_t = track
         u_lam = float(a_t @ n_lam)
         allow_t = float(prog.allowance()[tracked])
-        jcut = cut + lam_t * allow_t
-        # each group again, tracking the budget, with the cut the others leave it at each total it may reach
-        # (the plain tables' min-plus convolution without it): case (f), k = 1 000, the first group kept
-        # 238 000 partial designs with one cut for all totals
-        plain, tables = tables, []
-        for g, others in enumerate(_leave_one_out(plain, total)):
-            res = group(g, least[g] + room, track, (others, jcut))
-            if res is None:
-                return None
-            peak = max(peak, res.peak)
-            if res.totals.size == 0:
-                return CoreResult(None, math.inf, peak)
-            tables.append(res)
-        joined = _join_tracked(tables, total, lam_t, prog.rows[tracked].rhs + allow_t - u_lam, jcut, max_states,
-                               deadline)
+        joined = _join_tracked(tables, total, lam_t, prog.rows[tracked].rhs + allow_t - u_lam,
+                               cut + lam_t * allow_t, max_states, deadline)
         if joined == "stopped":
             return None
         if joined is not None:
@@ -301,7 +286,7 @@ def _join_tracked(tables: list[GroupTable], total: int, lam_t: float, u_room: fl
         T2, E2, U2, A2 = T[si] + tab.totals[mj], E[si] + tab.excess[mj], U[si] + tab.use[mj], A[si] + adj[mj]
         o = np.lexsort((A2, T2))
         ts = T2[o]
-        sel = o[_segmented_first_min(np.concatenate([[0], np.cumsum(ts[1:] != ts[:-1])]), U2[o])]
+        sel = o[segmented_first_min(np.concatenate([[0], np.cumsum(ts[1:] != ts[:-1])]), U2[o])]
         if sel.size > max_states or (deadline is not None and deadline.passed()):
             return "stopped"
         back.append((si[sel], mj[sel]))
@@ -337,60 +322,6 @@ def _join_tracked(tables: list[GroupTable], total: int, lam_t: float, u_room: fl
     for g, p in zip(order, picks):
         out[g] = p
     return float(best), out
-
-
-def _cut_by_total(tab, tot0, others, jcut):
-    """cut_of(t, S_t) for :func:`.cores.dynamic_programme`: per partial design (before free stratum t, group
-    total tot0 + S_t), ``jcut`` less the least of the others' Σ excess over the totals it can still reach (a
-    range-minimum table over their dense array)."""
-    x0, G = others
-    nf = tab.free.size
-    dmin = np.array([tab.dt_all[tab.starts[t]:tab.starts[t + 1]].min() for t in range(nf)], dtype=np.int64)
-    dmax = np.array([tab.dt_all[tab.starts[t]:tab.starts[t + 1]].max() for t in range(nf)], dtype=np.int64)
-    suf_lo = np.concatenate([np.cumsum(dmin[::-1])[::-1], [0]])
-    suf_hi = np.concatenate([np.cumsum(dmax[::-1])[::-1], [0]])
-    levels = [G]
-    while 2 ** len(levels) <= G.size:
-        h = 2 ** (len(levels) - 1)
-        levels.append(np.minimum(levels[-1][:-h], levels[-1][h:]))
-
-    def cut_of(t, S_t):
-        lo = np.maximum(tot0 + S_t + suf_lo[t] - x0, 0)
-        hi = np.minimum(tot0 + S_t + suf_hi[t] - x0, G.size - 1)
-        out = np.full(S_t.size, -np.inf)
-        ok = lo <= hi
-        if ok.any():
-            lo, hi = lo[ok], hi[ok]
-            j = np.floor(np.log2(hi - lo + 1)).astype(np.int64)
-            least = np.full(lo.size, np.inf)
-            for lev in np.unique(j):
-                w = np.flatnonzero(j == lev)
-                arr = levels[lev]
-                least[w] = np.minimum(arr[lo[w]], arr[hi[w] - 2 ** lev + 1])
-            out[ok] = jcut - least
-        return out
-
-    return cut_of
-
-
-def _leave_one_out(tables: list[GroupTable], total: int):
-    """Per group g, (lowest total τ, dense least Σ excess of the other groups when group g's total is τ, inf
-    where none): their min-plus convolution at ``total`` − τ, from prefix and suffix convolutions."""
-    dense = [_dense(t) for t in tables]
-    pre = [(0, np.zeros(1))]
-    for t0, d in dense[:-1]:
-        pre.append((pre[-1][0] + t0, _min_plus(pre[-1][1], d)[0]))
-    suf = [(0, np.zeros(1))]
-    for t0, d in dense[:0:-1]:
-        suf.append((suf[-1][0] + t0, _min_plus(suf[-1][1], d)[0]))
-    suf = suf[::-1]
-    out = []
-    for g in range(len(tables)):
-        (o1, a1), (o2, a2) = pre[g], suf[g]
-        acc = _min_plus(a1, a2)[0] if a1.size >= a2.size else _min_plus(a2, a1)[0]
-        # acc[i] is the others' least at their total o1 + o2 + i, i.e. at group g's total − (o1 + o2 + i)
-        out.append((total - (o1 + o2) - (acc.size - 1), acc[::-1].copy()))
-    return out
 
 
 def _dense(tab: GroupTable):
