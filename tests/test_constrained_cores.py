@@ -123,14 +123,14 @@ def test_dominance_keeps_exactly_the_undominated_against_brute_force(seed):
     an earlier item of its group has a row value no larger, and every item that no earlier item of its group
     matches or beats is kept. Checked pair by pair, with exact ties (identical strata) and values a rounding
     apart."""
-    from dpopt.backends.exact.constrained.cores import _segmented_first_min
+    from dpopt.backends.exact.constrained.cores import segmented_first_min
 
     rng = np.random.default_rng(seed)
     S = 400
     group = np.sort(rng.integers(0, 7, S))
     y = np.round(rng.normal(0.0, 1.0, S), 1) * 10.0 ** rng.integers(-3, 4)     # many exact ties
     y[rng.random(S) < 0.1] += np.spacing(1.0) * 2                               # and near ties
-    keep = _segmented_first_min(group, y)
+    keep = segmented_first_min(group, y)
     for p in range(S):
         earlier = [q for q in range(p) if group[q] == group[p]]
         beaten = any(y[q] < y[p] for q in earlier)
