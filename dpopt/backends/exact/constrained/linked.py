@@ -206,12 +206,14 @@ def enumerate_linked(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, max_states, 
         a_t, lam_t = track
         u_lam = float(a_t @ n_lam)
         allow_t = float(prog.allowance()[tracked])
+        # f − LB = Σ(excess − λ_t·use) + λ_t·(rhs_t − u(n_λ)) (+ the other relaxed rows' λ·slack)
+        const = lam_t * (prog.rows[tracked].rhs - u_lam)
         joined = _join_tracked(tables, total, lam_t, prog.rows[tracked].rhs + allow_t - u_lam,
-                               cut + lam_t * allow_t, max_states, deadline)
+                               cut + lam_t * allow_t, cut + lam_t * allow_t - const, max_states, deadline)
         if joined == "stopped":
             return None
         if joined is not None:
-            joined = (joined[0] + lam_t * (prog.rows[tracked].rhs - u_lam), joined[1])
+            joined = (joined[0] + const, joined[1])
     else:
         joined = _join(tables, total)
     if joined is None:
@@ -234,32 +236,38 @@ def _tracked_row(prog, lam, n_lam, relaxed):
     return row
 
 
-def _join_tracked(tables: list[GroupTable], total: int, lam_t: float, u_room: float, cut: float, max_states: int,
-                  deadline=None):
+def _join_tracked(tables: list[GroupTable], total: int, lam_t: float, u_room: float, cut: float, a_cut: float,
+                  max_states: int, deadline=None):
     """The join over the total that keeps a tracked row: (least Σ(excess − λ_t·use) over the designs joined
     at ``total`` with Σ use ≤ ``u_room``, the entry picked per group), None when there is none, or "stopped"
     above ``max_states`` partial joins or once ``deadline`` has passed.
 
     Groups are joined smallest table first. A partial join is kept while its Σ excess plus the least Σ excess
-    of the groups still to come at the total it leaves them (their min-plus convolution) passes ``cut`` and its
-    Σ use plus their least use fits ``u_room``, and, per total, while no other is smaller in both Σ(excess −
-    λ_t·use) and Σ use. The last group is looked up, not paired: per total, its entries by increasing use have
+    of the groups still to come at the total it leaves them (their min-plus convolution) passes ``cut``, its
+    Σ(excess − λ_t·use) plus theirs passes ``a_cut`` (the budget's own slack counted: Σ(excess − λ_t·use) is
+    f − LB less a constant) and its Σ use plus their least use fits ``u_room``, and, per total, while no other is
+    smaller in both Σ(excess − λ_t·use) and Σ use. The last group is looked up, not paired: per total, its entries by increasing use have
     decreasing excess − λ_t·use, so the best one that fits is the last whose use fits."""
     order = sorted(range(len(tables)), key=lambda g: tables[g].totals.size)
     tabs = [tables[g] for g in order]
     n = len(tabs)
-    # rest[g]: (lowest total, dense least Σ excess per total) of the groups after g
-    rest = [(0, np.zeros(1))]
-    for tab in tabs[:0:-1]:
-        t0, acc = rest[-1]
-        t_min, dense = _dense(tab)
-        rest.append((t0 + t_min, _min_plus(acc, dense)[0]))
-    rest = rest[::-1]
+    # rest[g], rest_a[g]: (lowest total, dense least Σ excess, resp. Σ(excess − λ_t·use), per total) of the
+    # groups after g
+    def suffixes(values):
+        out = [(0, np.zeros(1))]
+        for tab in tabs[:0:-1]:
+            t0, acc = out[-1]
+            t_min, dense = _dense(tab, values(tab))
+            out.append((t0 + t_min, _min_plus(acc, dense)[0]))
+        return out[::-1]
+
+    rest = suffixes(lambda tab: tab.excess)
+    rest_a = suffixes(lambda tab: tab.excess - lam_t * tab.use)
     umin = np.array([float(t.use.min()) for t in tabs])
     rest_u = np.concatenate([np.cumsum(umin[::-1])[::-1][1:], [0.0]])
 
-    def ahead(g, T2):
-        t0, acc = rest[g]
+    def ahead(r, T2):
+        t0, acc = r
         j = total - T2 - t0
         ok = (j >= 0) & (j < acc.size)
         out = np.full(T2.size, math.inf)
@@ -277,7 +285,9 @@ def _join_tracked(tables: list[GroupTable], total: int, lam_t: float, u_room: fl
             si = np.repeat(np.arange(c0, min(c0 + step, T.size)), m)
             mj = np.tile(np.arange(m), si.size // m)
             T2 = T[si] + tab.totals[mj]
-            ok = (E[si] + tab.excess[mj] + ahead(g, T2) <= cut) & (U[si] + tab.use[mj] + rest_u[g] <= u_room)
+            ok = ((E[si] + tab.excess[mj] + ahead(rest[g], T2) <= cut)
+                  & (A[si] + adj[mj] + ahead(rest_a[g], T2) <= a_cut)
+                  & (U[si] + tab.use[mj] + rest_u[g] <= u_room))
             kept.append((si[ok], mj[ok]))
         si = np.concatenate([k[0] for k in kept])
         mj = np.concatenate([k[1] for k in kept])
@@ -324,11 +334,12 @@ def _join_tracked(tables: list[GroupTable], total: int, lam_t: float, u_room: fl
     return float(best), out
 
 
-def _dense(tab: GroupTable):
-    """(lowest total, least excess per total from it, inf where none) of a group's table."""
+def _dense(tab: GroupTable, values=None):
+    """(lowest total, least excess (or of ``values``, one per entry) per total from it, inf where none) of a
+    group's table."""
     t_min, t_max = int(tab.totals.min()), int(tab.totals.max())
     dense = np.full(t_max - t_min + 1, math.inf)
-    np.minimum.at(dense, tab.totals - t_min, tab.excess)
+    np.minimum.at(dense, tab.totals - t_min, tab.excess if values is None else values)
     return t_min, dense
 
 
