@@ -236,6 +236,8 @@ def test_relaxed_rows_join_bounds_every_design(seed):
             # design's own excess: the least excess over every design within b (brute force)
             tracked = C.enumerate_linked(prog, ib.Om, ib.ell, res.lam, ib.n, r_lo, r_hi, b, 10 ** 6, None,
                                          linked, track=True)
+            # the same precondition: each partial join is a distinct partial design of the box, so the state
+            # limit exceeds them all, and there is no deadline; brute force judges the answer below
             assert tracked is not None
             priced = [l for l in linked.relaxed if res.lam[l] > 0]
             if true <= b:
@@ -348,3 +350,25 @@ def test_two_criteria_dominance_drops_only_dominated_designs(seed):
                       and y[a] <= y[b] and u[a] <= u[b] and (F[a], y[a], u[a]) != (F[b], y[b], u[b])]
             if not strict and not dom:
                 assert keep[b]
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_budget_at_the_optimums_own_use(seed):
+    """Domain targets linked by the total and a cost budget set to exactly what the brute-force optimum spends
+    (zero slack at the optimum, the boundary the tracked join's budget room meets): the solve is proven and equals
+    brute force over the box with that budget."""
+    import dataclasses
+
+    rs = np.random.default_rng(6300 + seed)
+    solved = 0
+    for _ in range(20):
+        d, mech, eps, objective = _instance(rs)
+        if _with_budget(rs, d) is None or not C.convexity(d)[0]:
+            continue
+        ref = _oracle(d, mech, eps, objective)
+        if ref is None:
+            continue
+        n = np.asarray(ref[1], dtype=float)
+        d.constraints = [dataclasses.replace(c, b=c.A @ n) if c.sense == "<=" else c for c in d.constraints]
+        solved += _check(d, _oracle(d, mech, eps, objective)) == "optimal"
+    assert solved >= 8

@@ -140,7 +140,9 @@ def enumerate_linked(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, max_states, 
     """:func:`.cores.enumerate_core` for groups of strata linked only by the total (:func:`linked_groups`),
     group by group and joined over the total. Same returns as :func:`.cores.enumerate_core`, except with relaxed
     rows: ``excess`` is then the join's least, a lower bound on the excess of every design of the core, and ``n``
-    the joined design when it meets every row (its own excess may be larger, by its relaxed rows' λ·slack)."""
+    the joined design when it meets every row (its own excess may be larger, by its relaxed rows' λ·slack).
+    ``track``: keep the relaxed row over several strata with the largest λ·scale (:func:`_tracked_row`) in the
+    tables and the join (:func:`_join_tracked`), so that its λ·slack is counted exactly."""
     link, groups, relaxed = linked
     r_lo, r_hi = _within_stratum_rows(prog, relaxed, r_lo, r_hi)
     if np.any(r_lo > r_hi):
