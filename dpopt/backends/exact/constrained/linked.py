@@ -141,7 +141,7 @@ def enumerate_linked(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, max_states, 
     group by group and joined over the total. Same returns as :func:`.cores.enumerate_core`, except with relaxed
     rows: ``excess`` is then the join's least, a lower bound on the excess of every design of the core, and ``n``
     the joined design when it meets every row (its own excess may be larger, by its relaxed rows' λ·slack).
-    ``track``: keep the relaxed row over several strata with the largest λ·scale (:func:`_tracked_row`) in the
+    ``track``: keep the relaxed row over several strata with the largest λ·scale (:func:`tracked_row`) in the
     tables and the join (:func:`_join_tracked`), so that its λ·slack is counted exactly."""
     link, groups, relaxed = linked
     r_lo, r_hi = _within_stratum_rows(prog, relaxed, r_lo, r_hi)
@@ -155,7 +155,7 @@ def enumerate_linked(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, max_states, 
     # the relaxed row over several groups with the largest multiplier (the budget that binds) is tracked: the
     # tables keep, per total, every design not beaten in both excess and that row's use, and the join keeps the
     # row, so its λ·slack is counted exactly instead of bounded by 0
-    tracked = _tracked_row(prog, lam, n_lam, relaxed) if track else None
+    tracked = tracked_row(prog, lam, n_lam, relaxed) if track else None
     track = None if tracked is None else (prog.rows[tracked].a.astype(float), float(lam[tracked]))
 
     def group(g, c, tr=None):
@@ -227,7 +227,7 @@ def enumerate_linked(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, max_states, 
     return CoreResult(n if feasible(prog, n) else None, best_excess, peak, tuple(least))
 
 
-def _tracked_row(prog, lam, n_lam, relaxed):
+def tracked_row(prog, lam, n_lam, relaxed):
     """The relaxed row over several strata with the largest positive λ·scale (at n_λ), or None."""
     best, row = 0.0, None
     scale = prog.row_scale(n_lam.astype(float)) if relaxed else None

@@ -21,7 +21,7 @@ from .cores import enumerate_core
 from .fixing import reduced_ranges
 from .highs_milp import highs_solve
 from .incumbent import Incumbent
-from .linked import enumerate_linked, linked_groups
+from .linked import enumerate_linked, linked_groups, tracked_row
 
 START_BUDGET = 1e-9      # first reduced-cost budget, relative to the Lagrangian bound
 _ENUM_SLOW = 0.25         # seconds: a core enumeration slower than this hands the following cores to HiGHS
@@ -197,6 +197,8 @@ class CoreSearch:
         self.group_ub = inc.ub
         if not self.join_at(lg, max(self.excess, 0.0), False, self.deadline):
             return
+        if tracked_row(self.prog, self.lam, self.ib.n, lg.relaxed) is None:
+            return      # no relaxed row has a multiplier: a tracked join would repeat the plain one
         # the tracked join at budgets growing from the plain join's bound towards the incumbent's excess: its
         # cost grows steeply with the room above the groups' least parts, and a design it finds within a budget
         # is the optimum (case (f), k = 500, DLap, ε = 5: the first incumbent lay 6.2e-5 above the Lagrangian
