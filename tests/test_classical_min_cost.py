@@ -155,3 +155,47 @@ def test_benchmark_instances_within_the_cores_route_bounds(monkeypatch, frac, te
         # 'optimal' means within the proving gap (rel_gap, 1e-9 by default) of the best design: not better than any
         assert new.objective <= old.objective * (1 + new.certificate.gap + 1e-12)
         assert new.certificate.lower_bound <= old.objective * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_highs_bound_below_the_lagrangian_one_is_solved_again_tight(monkeypatch, seed):
+    """HiGHS's optimum on a core may use its feasibility tolerance (1e-6 of a row's scale) and fall below the
+    Lagrangian bound, which no design the feasibility test accepts can: its bound then proves nothing, and the
+    core goes to HiGHS again with tolerances of 1e-9 (search.CoreSearch.milp). Simulated here by lowering every
+    default-tolerance bound far below the Lagrangian's (cores on HiGHS only: max_states=0, no subset search); the
+    answer must still be proven and agree with brute force. Without the retry the lowered bound stops the
+    search unproven."""
+    import dataclasses
+
+    from dpopt.backends.exact.constrained import block, search
+
+    rs = np.random.default_rng(100 + seed)
+    k = int(rs.integers(3, 6))
+    N = rs.integers(8, 40, size=k)
+    S = rs.uniform(0.5, 20.0, size=k)
+    c = rs.uniform(1.0, 10.0, size=k)
+    hi = np.minimum(N, rs.integers(4, 12, size=k))
+    lo = np.ones(k, dtype=np.int64)
+    v_lo = float(np.sum(N ** 2 * S ** 2 / hi) - np.sum(N * S ** 2))
+    v_hi = float(np.sum(N ** 2 * S ** 2 / lo) - np.sum(N * S ** 2))
+    V = v_lo + rs.uniform(0.05, 0.7) * (v_hi - v_lo)
+    best, _ = _brute(N, S, c, V, lo, hi)
+    real, calls = search.highs_solve, []
+
+    def loose(milp, *args, tight=False, **kw):
+        res = real(milp, *args, tight=tight, **kw)
+        calls.append(tight)
+        if not tight and res.status == "optimal":
+            return dataclasses.replace(res, bound=res.bound - 10.0 * abs(res.bound))
+        return res
+
+    monkeypatch.setattr(search, "highs_solve", loose)
+    monkeypatch.setattr(block, "improve_one_row", lambda *a, **kw: None)
+    d = StratifiedDesign(N, S ** 2, int(k), EPS, sensitivity=DELTA, fpc=True, upper=hi)
+    sol = d.min_cost(c, variance_target=V).solve(backend="exact", time_limit=20, max_states=0)
+    assert sol.status == dpopt.Status.OPTIMAL
+    assert sol.objective == pytest.approx(best, rel=1e-9) or sol.objective <= best
+    assert sol.objective >= best * (1 - 1e-8)
+    assert sol.certificate.lower_bound <= best * (1 + 1e-12)
+    if False in calls:                  # the cores reached HiGHS (the Lagrangian bound alone did not prove it)
+        assert True in calls

@@ -63,14 +63,23 @@ def highs_model(milp, integer: bool = True, verbose: bool = False):
     return h
 
 
-def highs_solve(milp, rel_gap, abs_gap, time_limit, verbose=False, start=None, report=None) -> MilpResult:
+TIGHT_TOL = 1e-9   # HiGHS's primal and MIP feasibility tolerances on a core whose bound its defaults left useless
+
+
+def highs_solve(milp, rel_gap, abs_gap, time_limit, verbose=False, start=None, report=None,
+                tight: bool = False) -> MilpResult:
     """Solve a SecantMILP with HiGHS, from the integer point ``start`` when given (HiGHS completes the
-    epigraph columns); ``report(incumbent, bound)`` receives HiGHS's values in the model's units as it runs."""
+    epigraph columns); ``report(incumbent, bound)`` receives HiGHS's values in the model's units as it runs.
+    ``tight``: HiGHS's feasibility tolerances at TIGHT_TOL instead of its defaults (highs_model: slower, and
+    never the default, but its bound then loosens the rows by 1e-9 of their scale, not 1e-6)."""
     import highspy
 
     h = highs_model(milp, True, verbose)
     h.setOptionValue("mip_rel_gap", float(rel_gap))
     h.setOptionValue("mip_abs_gap", float(abs_gap))
+    if tight:
+        h.setOptionValue("mip_feasibility_tolerance", TIGHT_TOL)
+        h.setOptionValue("primal_feasibility_tolerance", TIGHT_TOL)
     if time_limit is not None:
         h.setOptionValue("time_limit", max(float(time_limit), 1e-3))
     # HiGHS's own limit can be overrun (seen: minutes in its node queue): stopped from outside once the limit

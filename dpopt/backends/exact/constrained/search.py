@@ -85,6 +85,8 @@ class CoreSearch:
         # hands them back for good (`highs_lost`)
         self.hedge = None
         self.highs_lost = False
+        # HiGHS's feasibility tolerances at 1e-9 from the first core its defaults could not bound (milp)
+        self.tight = False
         # groups of strata linked only by the total (one target per domain) are enumerated group by group
         self.linked = linked_groups(prog)
         # with rows over several groups relaxed (cost budgets beside one target per domain) the join bounds every
@@ -327,13 +329,23 @@ class CoreSearch:
         left = self.deadline.left()
         limit = left if self.hedge is None else (self.hedge if left is None else min(left, self.hedge))
         res = highs_solve(milp, self.rel_gap * 0.25, abs_gap, limit, self.verbose, start=start,
-                          report=self.report_highs)
+                          report=self.report_highs, tight=self.tight)
         if cm is not None and res.n is not None:
             res = dataclasses.replace(res, n=cm.design(res.n))
         on = f" as {self.cells.count} cells" if cm is not None else ""
-        self.steps.append(f"HiGHS on {free} strata{on}, {size} segments (budget {b / self.scale:.1e}): {res.text} "
-                          f"in {time.perf_counter() - t0:.2f} s")
+        self.steps.append(f"HiGHS on {free} strata{on}, {size} segments (budget {b / self.scale:.1e})"
+                          f"{', tolerances 1e-9' if self.tight else ''}: {res.text} in {time.perf_counter() - t0:.2f} s")
         inc.offer(res.n)
+        if res.status == "optimal" and not self.tight and res.bound < self.ib.lb and not self.deadline.passed():
+            # no design the feasibility test accepts lies below the Lagrangian bound: HiGHS's optimum used its
+            # feasibility tolerance (1e-6 of a row's scale, highs_model), so its bound proves nothing here. This
+            # core and every later one go to HiGHS with tolerances of 1e-9 (case (d), k = 10 000: the defaults'
+            # bounds lay 4e-7 to 9e-6 below the Lagrangian one, and the solve stopped at a gap of 3e-8 with 6 s
+            # left; tight from the start, they slowed a k = 20 000 cost-budget core from 1.5 s to 6.9 s)
+            self.tight = True
+            self.steps.append("HiGHS's optimum lies below the Lagrangian bound (its feasibility tolerance): the "
+                              "core again with tolerances of 1e-9")
+            return NEXT
         if coarse and inc.found and math.isfinite(res.bound) and res.bound > inc.ub - self.step \
                 and res.status != "infeasible":
             # the core holds nothing cheaper than inc.ub − slip; outside it, nothing below lb + b
