@@ -150,15 +150,35 @@ def test_core_enumeration_with_its_last_strata_fused_matches_brute_force(seed, f
     (cores._expand_last; 10⁶: never), on chunks of 7 partial designs so that chunks meet: the best design of the
     core within the budget is brute force's over every design of the core's box."""
     from dpopt.backends.exact.constrained import cores
+
+    monkeypatch.setattr(cores, "FUSED", fused)
+    monkeypatch.setattr(cores, "CHUNK", 7)
+    found, _ = _two_row_cores_against_brute_force(100 + seed, (0.97, 1.02), (0.97, 1.02))
+    assert found >= 1          # the larger budget's core (5-6 free strata, 750-8 400 designs) holds the optimum
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_dominance_on_the_one_row_a_core_can_break_matches_brute_force(seed):
+    """Two targets, the second loose enough that no design of the core breaks it (its largest reachable value
+    stays below its right-hand side): the enumeration then applies one-row dominance on the first
+    (CoreTable.watched) and must still find brute force's best design of the core within the budget."""
+    found, watched = _two_row_cores_against_brute_force(200 + seed, (0.97, 1.02), (1.3, 1.5))
+    assert found >= 1
+    assert 1 in watched        # dominance ran (one watched row) on at least one core
+
+
+def _two_row_cores_against_brute_force(seed, first, second):
+    """Min-cost with a variance target per variable on one domain (at U(first) and U(second) times a base
+    design's values): per budget, the core's enumeration against brute force over its box. Returns the number of
+    budgets whose core held the optimum and the numbers of watched rows seen."""
+    from dpopt.backends.exact.constrained import cores
     from dpopt.backends.exact.constrained.bound import integer_bound
     from dpopt.backends.exact.constrained.deadline import Deadline
     from dpopt.backends.exact.constrained.dual import solve_dual
     from dpopt.backends.exact.constrained.fixing import reduced_ranges
     from dpopt.formulations.separable import program_of
 
-    monkeypatch.setattr(cores, "FUSED", fused)
-    monkeypatch.setattr(cores, "CHUNK", 7)
-    rs = np.random.default_rng(100 + seed)
+    rs = np.random.default_rng(seed)
     k = 8
     N = rs.integers(30, 80, size=k)
     S2 = rs.uniform(0.2, 5.0, size=(k, 2))
@@ -166,18 +186,19 @@ def test_core_enumeration_with_its_last_strata_fused_matches_brute_force(seed, f
                          mechanism=("laplace", "dlap", "tulap")[seed % 3], upper=np.minimum(N, 30),
                          domains=["x"] * 5 + ["y"] * 3)
     base = d.solve().n
-    for j in range(2):
+    for j, (a, b) in enumerate((first, second)):
         d.add_precision_target(1.0, strata="x", variable=j)
         v = d.precision_value(d.precision_targets[-1], base)
-        d.precision_targets[-1] = d._precision_target(v * rs.uniform(0.97, 1.02), d.strata_index("x"), j,
+        d.precision_targets[-1] = d._precision_target(v * rs.uniform(a, b), d.strata_index("x"), j,
                                                       "variance", None, "mean", "")
     prog = program_of(d.min_cost(rs.uniform(1, 4, size=k)))
     res = solve_dual(prog, Deadline(10.0))
     ib = integer_bound(prog, res.lam)
     scale = abs(ib.lb)
-    found = 0
+    found, watched = 0, []
     for budget in (3e-3 * scale, 1e-2 * scale):
         r_lo, r_hi = reduced_ranges(prog, ib.Om, ib.ell, ib.n, budget)
+        watched.append(int(cores.tabulate(prog, ib.Om, ib.ell, res.lam, ib.n, r_lo, r_hi).watched.size))
         out = cores.enumerate_core(prog, ib.Om, ib.ell, res.lam, ib.n, r_lo, r_hi, budget, 10 ** 7)
         grid = np.array(list(itertools.product(*[range(int(a), int(b) + 1) for a, b in zip(r_lo, r_hi)])))
         assert len(grid) <= 300_000
@@ -200,7 +221,7 @@ def test_core_enumeration_with_its_last_strata_fused_matches_brute_force(seed, f
             assert prog.evaluate(out.n.astype(float))[0] == pytest.approx(best, rel=1e-12)
         elif best is None or best - ib.lb > 1.1 * budget:
             assert out.n is None or prog.evaluate(out.n.astype(float))[0] - ib.lb > budget
-    assert found >= 1          # the larger budget's core (5-6 free strata, 750-8 400 designs) holds the optimum
+    return found, watched
 
 
 @pytest.mark.parametrize("seed", range(12))

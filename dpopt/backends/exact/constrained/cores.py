@@ -6,9 +6,9 @@ the budget, by row reachability and by dominance. :func:`tabulate` and :func:`ex
 f(n) = LB + Σ_i r_i(n_i) + Σ_l λ_l s_l(n) with r_i ≥ 0 the reduced costs and s_l ≥ 0 the slacks of the inequality
 rows, so a partial design is dropped once its reduced costs plus the slack its remaining strata cannot use
 exceed the budget, or once no completion can meet a row (rows checked with a tolerance looser than the final
-test). With at most one inequality row, a partial design is also dropped when another with the same
-equality-row values (and linking-row value) has no larger objective and no larger row value (it is
-dominated). Nothing that could be feasible within the budget is lost, so an empty result proves
+test). With at most one inequality row that some design of the core can break (the others hold all over
+it), a partial design is also dropped when another with the same equality-row values (and linking-row value)
+has no larger objective and no larger value of that row (it is dominated). Nothing that could be feasible within the budget is lost, so an empty result proves
 f > LB + budget everywhere."""
 
 from __future__ import annotations
@@ -66,6 +66,13 @@ class CoreTable:
     suf_max: np.ndarray
     du_all: np.ndarray | None = None      # linked groups: the change of a tracked linear row (a cost budget)
     lam_track: float = 0.0                # ... and its multiplier, already in r_all
+
+    @property
+    def watched(self) -> np.ndarray:
+        """The inequality rows some design of the core may break; every design of the core meets the others
+        (their largest reachable value stays below rhs less the pruning tolerance), so dominance need not
+        compare them."""
+        return np.flatnonzero(self.ineq & (self.rows0 + self.suf_max[0] > self.rhs - self.tol))
 
 
 @dataclass(frozen=True)
@@ -225,11 +232,12 @@ def _undominated(tab: CoreTable, R, ROW, keys, U=None):
         group = np.concatenate([[0], np.cumsum(np.any(ks[1:] != ks[:-1], axis=1))])
     else:
         group = np.zeros(R.size, dtype=np.int64)
+    watched = tab.watched
     if U is not None:
-        y = ROW[order, int(np.flatnonzero(tab.ineq)[0])] if np.any(tab.ineq) else None
+        y = ROW[order, int(watched[0])] if watched.size else None
         keep = _tracked_undominated(group, F[order], y, U[order])
-    elif np.any(tab.ineq):
-        keep = segmented_first_min(group, ROW[order, int(np.flatnonzero(tab.ineq)[0])])
+    elif watched.size:
+        keep = segmented_first_min(group, ROW[order, int(watched[0])])
     else:
         keep = np.concatenate([[True], group[1:] != group[:-1]])
     # the kept positions in increasing order, without a sort (measured: the sort was 12 % of case (e) at k = 20 000)
@@ -485,7 +493,9 @@ def enumerate_core(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, max_states, de
     docstring). None when more than ``max_states`` partial designs survive (or 4·max_states have been kept
     over all strata, or the deadline passes)."""
     tab = tabulate(prog, Om, ell, lam, n_lam, r_lo, r_hi)
-    dominance = int(np.sum(tab.ineq)) <= 1
+    # dominance compares one inequality row: it applies when the core can break at most one (CoreTable.watched;
+    # case (d), k = 1 000: 25 of 68 cores with two rows, 1.85 s -> 1.45 s)
+    dominance = tab.watched.size <= 1
     # a design feasible within the tolerance may have slacks down to −tol: its f − LB can fall below
     # Σ r + λ·slack by λ·tol, so the budget test allows that much more
     cut = budget + float(tab.lam_in @ tab.tol)
