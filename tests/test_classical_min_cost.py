@@ -158,13 +158,13 @@ def test_benchmark_instances_within_the_cores_route_bounds(monkeypatch, frac, te
 
 
 @pytest.mark.parametrize("seed", range(12))
-def test_highs_bound_below_the_lagrangian_one_is_solved_again_tight(monkeypatch, seed):
-    """HiGHS's optimum on a core may use its feasibility tolerance (1e-6 of a row's scale) and fall below the
-    Lagrangian bound, which no design the feasibility test accepts can: its bound then proves nothing, and the
-    core goes to HiGHS again with tolerances of 1e-9 (search.CoreSearch.milp). Simulated here by lowering every
-    default-tolerance bound far below the Lagrangian's (cores on HiGHS only: max_states=0, no subset search); the
-    answer must still be proven and agree with brute force. Without the retry the lowered bound stops the
-    search unproven."""
+def test_highs_optimum_no_accepted_design_is_solved_again_tight(monkeypatch, seed):
+    """HiGHS's optimum on a core may use its feasibility tolerance (1e-6 of a row's scale): its value then lies
+    below every design the feasibility test accepts (even below the Lagrangian bound), its bound proves
+    nothing, and the core goes to HiGHS again with tolerances of 1e-9 (search.CoreSearch.milp). Simulated here
+    by lowering every default-tolerance optimum's value and bound far below the Lagrangian bound (cores on HiGHS
+    only: max_states=0, no subset search); the answer must still be proven and agree with brute force. Without
+    the retry the lowered bound stops the search unproven."""
     import dataclasses
 
     from dpopt.backends.exact.constrained import block, search
@@ -186,7 +186,8 @@ def test_highs_bound_below_the_lagrangian_one_is_solved_again_tight(monkeypatch,
         res = real(milp, *args, tight=tight, **kw)
         calls.append(tight)
         if not tight and res.status == "optimal":
-            return dataclasses.replace(res, bound=res.bound - 10.0 * abs(res.bound))
+            low = res.bound - 10.0 * abs(res.bound)
+            return dataclasses.replace(res, bound=low, objective=low)
         return res
 
     monkeypatch.setattr(search, "highs_solve", loose)
