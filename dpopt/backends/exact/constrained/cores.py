@@ -8,8 +8,8 @@ rows, so a partial design is dropped once its reduced costs plus the slack its r
 exceed the budget, or once no completion can meet a row (rows checked with a tolerance looser than the final
 test). With at most one inequality row that some design of the core can break (the others hold all over
 it), a partial design is also dropped when another with the same equality-row values (and linking-row value)
-has no larger objective and no larger value of that row (it is dominated). Nothing that could be feasible within the budget is lost, so an empty result proves
-f > LB + budget everywhere."""
+has no larger objective and no larger value of that row (it is dominated). Nothing that could be feasible
+within the budget is lost, so an empty result proves f > LB + budget everywhere."""
 
 from __future__ import annotations
 

@@ -333,8 +333,9 @@ class CoreSearch:
         if cm is not None and res.n is not None:
             res = dataclasses.replace(res, n=cm.design(res.n))
         on = f" as {self.cells.count} cells" if cm is not None else ""
-        self.steps.append(f"HiGHS on {free} strata{on}, {size} segments (budget {b / self.scale:.1e})"
-                          f"{', tolerances 1e-9' if self.tight else ''}: {res.text} in {time.perf_counter() - t0:.2f} s")
+        tight = ", tolerances 1e-9" if self.tight else ""
+        self.steps.append(f"HiGHS on {free} strata{on}, {size} segments (budget {b / self.scale:.1e}){tight}: "
+                          f"{res.text} in {time.perf_counter() - t0:.2f} s")
         inc.offer(res.n)
         if res.status == "optimal" and not self.tight and inc.ub - res.objective > self.rel_gap * abs(inc.ub) \
                 and not self.deadline.passed():
