@@ -26,10 +26,11 @@ def _brute(N, S, c, V, lo, hi):
     return best, arg
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_min_cost_matches_brute_force(seed):
+def _random_instance(seed, k_lo, k_hi):
+    """A random min-cost instance (k in [k_lo, k_hi)) with V between the box's least and largest variance, and
+    its brute-force optimum."""
     rs = np.random.default_rng(seed)
-    k = int(rs.integers(2, 5))
+    k = int(rs.integers(k_lo, k_hi))
     N = rs.integers(8, 40, size=k)
     S = rs.uniform(0.5, 20.0, size=k)
     c = rs.uniform(1.0, 10.0, size=k)
@@ -40,7 +41,17 @@ def test_min_cost_matches_brute_force(seed):
     V = v_lo + rs.uniform(0.05, 0.7) * (v_hi - v_lo)
     best, _ = _brute(N, S, c, V, lo, hi)
     d = StratifiedDesign(N, S ** 2, int(k), EPS, sensitivity=DELTA, fpc=True, upper=hi)
-    sol = d.min_cost(c, variance_target=V).solve(backend="exact", time_limit=20)
+    return d.min_cost(c, variance_target=V), best
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_min_cost_matches_brute_force(seed):
+    model, best = _random_instance(seed, 2, 5)
+    sol = model.solve(backend="exact", time_limit=20)
+    _proven_as_brute_force(sol, best)
+
+
+def _proven_as_brute_force(sol, best):
     assert sol.status == dpopt.Status.OPTIMAL
     # the design meets the bound within the one feasibility test's tolerance, so it can be a whisker cheaper
     assert sol.objective == pytest.approx(best, rel=1e-9) or sol.objective <= best
@@ -169,17 +180,7 @@ def test_highs_optimum_no_accepted_design_is_solved_again_tight(monkeypatch, see
 
     from dpopt.backends.exact.constrained import block, search
 
-    rs = np.random.default_rng(100 + seed)
-    k = int(rs.integers(3, 6))
-    N = rs.integers(8, 40, size=k)
-    S = rs.uniform(0.5, 20.0, size=k)
-    c = rs.uniform(1.0, 10.0, size=k)
-    hi = np.minimum(N, rs.integers(4, 12, size=k))
-    lo = np.ones(k, dtype=np.int64)
-    v_lo = float(np.sum(N ** 2 * S ** 2 / hi) - np.sum(N * S ** 2))
-    v_hi = float(np.sum(N ** 2 * S ** 2 / lo) - np.sum(N * S ** 2))
-    V = v_lo + rs.uniform(0.05, 0.7) * (v_hi - v_lo)
-    best, _ = _brute(N, S, c, V, lo, hi)
+    model, best = _random_instance(100 + seed, 3, 6)
     real, calls = search.highs_solve, []
 
     def loose(milp, *args, tight=False, **kw):
@@ -192,11 +193,7 @@ def test_highs_optimum_no_accepted_design_is_solved_again_tight(monkeypatch, see
 
     monkeypatch.setattr(search, "highs_solve", loose)
     monkeypatch.setattr(block, "improve_one_row", lambda *a, **kw: None)
-    d = StratifiedDesign(N, S ** 2, int(k), EPS, sensitivity=DELTA, fpc=True, upper=hi)
-    sol = d.min_cost(c, variance_target=V).solve(backend="exact", time_limit=20, max_states=0)
-    assert sol.status == dpopt.Status.OPTIMAL
-    assert sol.objective == pytest.approx(best, rel=1e-9) or sol.objective <= best
-    assert sol.objective >= best * (1 - 1e-8)
-    assert sol.certificate.lower_bound <= best * (1 + 1e-12)
+    sol = model.solve(backend="exact", time_limit=20, max_states=0)
+    _proven_as_brute_force(sol, best)
     if False in calls:                  # the cores reached HiGHS (the Lagrangian bound alone did not prove it)
         assert True in calls
