@@ -322,11 +322,23 @@ def test_strata_clipped_to_one_value_are_enumerated_at_it(seed):
     assert done >= 5
 
 
+class _PassesAfter:
+    """A deadline that passes after ``calls`` checks."""
+
+    def __init__(self, calls):
+        self.calls = calls
+
+    def passed(self):
+        self.calls -= 1
+        return self.calls < 0
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_two_criteria_dominance_drops_only_dominated_designs(seed):
     """The dominance filter with a tracked row (cores._tracked_undominated), on random items with ties: every
     dropped item is dominated (same group, earlier in objective order, no larger row value, no larger tracked
-    value) by a kept one, and every item no other dominates is kept (brute force over all pairs)."""
+    value) by a kept one, and every item no other dominates is kept (brute force over all pairs); stopped by a
+    deadline after some levels, it keeps a superset, each of whose drops is still by a kept item."""
     from dpopt.backends.exact.constrained.cores import _tracked_undominated
 
     rs = np.random.default_rng(5200 + seed)
@@ -339,6 +351,14 @@ def test_two_criteria_dominance_drops_only_dominated_designs(seed):
         y = rs.integers(0, 12, size=S).astype(float) * (0.1 if seed % 2 else 1e6)
         u = rs.integers(0, 12, size=S).astype(float) * rs.choice([1.0, 0.37])
         keep = _tracked_undominated(group, F, y, u)
+        for stop in (0, 1, 3):
+            # a deadline that passes after `stop` levels: fewer drops, never one the full filter keeps, and every
+            # drop still by a kept item
+            early = _tracked_undominated(group, F, y, u, _PassesAfter(stop))
+            assert np.all(early[keep])
+            for b in np.flatnonzero(~early):
+                assert any(early[a] and group[a] == group[b] and F[a] <= F[b] and y[a] <= y[b] and u[a] <= u[b]
+                           for a in range(S) if a != b)
         for b in range(S):
             dom = [a for a in range(S) if a != b and group[a] == group[b] and a < b
                    and y[a] <= y[b] and u[a] <= u[b]]
