@@ -136,16 +136,18 @@ def test_cvxpy_secant_stops_within_its_limit():
 
 def test_cvxpy_scip_reports_its_time_limit_as_time_limit():
     # cvxpy reports SCIP's time limit as "optimal_inaccurate": read as time_limit, never as an answer's worth
-    cp = pytest.importorskip("cvxpy")
-    if "SCIP" not in cp.installed_solvers():
-        pytest.skip("cvxpy has no SCIP")
+    import cvxpy as cp
+
+    # pyscipopt is a required dependency, so cvxpy always has SCIP: its absence is a broken install, not a skip
+    assert "SCIP" in cp.installed_solvers(), "cvxpy sees no SCIP although pyscipopt is a required dependency"
     _honest_plain(run_bounded(_plain_summary, "cvxpy", 1.0, "dlap", timeout=60))
 
 
 def test_cvxpy_ipopt_returns_only_a_point_that_meets_the_rows():
-    cp = pytest.importorskip("cvxpy")
-    if "IPOPT" not in cp.installed_solvers():
-        pytest.skip("cvxpy has no IPOPT")
+    import cvxpy as cp
+
+    # the test extra installs cyipopt-wheels (README's test command), so cvxpy has IPOPT here
+    assert "IPOPT" in cp.installed_solvers(), "cvxpy sees no IPOPT: install the test extra (cyipopt-wheels)"
     _honest_plain(run_bounded(_plain_summary, "cvxpy", 0.05, "laplace", "relax", timeout=60, method="dnlp"),
                   integer=False)
 
