@@ -248,8 +248,9 @@ def _join_tracked(tables: list[GroupTable], total: int, lam_t: float, u_room: fl
     of the groups still to come at the total it leaves them (their min-plus convolution) passes ``cut``, its
     Σ(excess − λ_t·use) plus theirs passes ``a_cut`` (the budget's own slack counted: Σ(excess − λ_t·use) is
     f − LB less a constant) and its Σ use plus their least use fits ``u_room``, and, per total, while no other is
-    smaller in both Σ(excess − λ_t·use) and Σ use. The last group is looked up, not paired: per total, its entries by increasing use have
-    decreasing excess − λ_t·use, so the best one that fits is the last whose use fits."""
+    smaller in both Σ(excess − λ_t·use) and Σ use. The last group is looked up, not paired: per total, its
+    entries by increasing use have decreasing excess − λ_t·use, so the best one that fits is the last whose use
+    fits."""
     order = sorted(range(len(tables)), key=lambda g: tables[g].totals.size)
     tabs = [tables[g] for g in order]
     n = len(tabs)
