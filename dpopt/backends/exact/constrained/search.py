@@ -19,7 +19,7 @@ from .bound import IntegerBound, lattice_bound, lattice_step
 from .checks import FEAS_TOL
 from .cores import enumerate_core
 from .fixing import reduced_ranges
-from .highs_milp import highs_solve
+from .highs_milp import TIGHT_TOL, highs_solve
 from .incumbent import Incumbent
 from .linked import enumerate_linked, linked_groups, tracked_row
 
@@ -85,7 +85,7 @@ class CoreSearch:
         # hands them back for good (`highs_lost`)
         self.hedge = None
         self.highs_lost = False
-        # HiGHS's feasibility tolerances at 1e-9 from the first core its defaults could not bound (milp)
+        # HiGHS's feasibility tolerances at TIGHT_TOL from the first core its defaults could not bound (milp)
         self.tight = False
         # groups of strata linked only by the total (one target per domain) are enumerated group by group
         self.linked = linked_groups(prog)
@@ -333,7 +333,7 @@ class CoreSearch:
         if cm is not None and res.n is not None:
             res = dataclasses.replace(res, n=cm.design(res.n))
         on = f" as {self.cells.count} cells" if cm is not None else ""
-        tight = ", tolerances 1e-9" if self.tight else ""
+        tight = f", tolerances {TIGHT_TOL:g}" if self.tight else ""
         self.steps.append(f"HiGHS on {free} strata{on}, {size} segments (budget {b / self.scale:.1e}){tight}: "
                           f"{res.text} in {time.perf_counter() - t0:.2f} s")
         inc.offer(res.n)
@@ -348,7 +348,7 @@ class CoreSearch:
             # tolerances slowed a k = 20 000 cost-budget core from 1.5 s to 6.9 s, so they wait for this sign
             self.tight = True
             self.steps.append("HiGHS's optimum is no design the feasibility test accepts (its tolerance): the "
-                              "core again with tolerances of 1e-9")
+                              f"core again with tolerances of {TIGHT_TOL:g}")
             return NEXT
         if coarse and inc.found and math.isfinite(res.bound) and res.bound > inc.ub - self.step \
                 and res.status != "infeasible":
