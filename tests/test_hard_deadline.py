@@ -35,3 +35,61 @@ def test_a_mip_past_its_deadline_is_stopped_from_outside(monkeypatch):
 def test_without_a_time_limit_nothing_is_subscribed():
     d, milp = _milp(1)
     assert HM.highs_solve(milp, 0.0, 0.0, None).status == "optimal"
+
+
+# --- work begun after the limit (issue 20's "limit + 1 s"): a min-max level and the multipliers' LP ---
+
+def _robust(k=30, S=4, seed=3):
+    from dpopt.models.robust import RobustDesign
+    rng = np.random.default_rng(seed)
+    s2 = rng.uniform(1, 50, k)
+    d = dpopt.StratifiedDesign(rng.integers(200, 2000, k), s2, 20 * k, 1.0)
+    return RobustDesign(d, [s2 * np.exp(rng.normal(0, 0.5, k)) for _ in range(S)])
+
+
+def test_without_grace_a_first_design_gets_no_time_past_the_limit():
+    from dpopt.backends.exact.constrained.deadline import GRACE, Deadline
+    d = Deadline(100.0)
+    assert d.hard_end == d.end + GRACE                       # the solve's own grace, once per solve
+    late = Deadline(0.0)
+    assert late.at_least(5.0).end == late.hard_end          # a first design may use the grace ...
+    assert late.without_grace().at_least(5.0).end == late.end   # ... unless the caller holds a design
+
+
+def test_the_multipliers_lp_is_not_built_once_the_deadline_has_passed(monkeypatch):
+    from dpopt.backends.exact.constrained.deadline import Deadline
+    d, _milp_ = _milp(2)
+    prog = program_of(d)
+    lo, hi = ranges(d)
+    anchor = np.sqrt(lo * hi)
+    lam = HM.lp_multipliers(prog, lo, hi, anchor, 1.0, Deadline(None))
+    assert lam is not None and lam.shape == (prog.m,) and np.all(lam[prog.inequality()] >= 0)
+
+    def refuse(*a, **k):
+        raise AssertionError("the LP was built after the deadline")
+    monkeypatch.setattr(HM, "secant_milp", refuse)
+    assert HM.lp_multipliers(prog, lo, hi, anchor, 1.0, Deadline(0.0)) is None
+
+
+def test_a_min_max_program_begun_after_the_limit_runs_no_block(monkeypatch):
+    from dpopt.backends.exact import minmax as MM
+    from dpopt.backends.exact.constrained.deadline import Deadline
+    from dpopt.formulations.minmax import minmax_program
+    mp = minmax_program(_robust().minmax())
+    prog = mp.weighted(np.full(mp.m, 1.0 / mp.m))
+    kind, _, joined = MM._run(prog, True, Deadline(None), 1e-6)
+    assert kind == "done" and joined.found                   # the same program, with time, is solved
+    calls = []
+    monkeypatch.setattr(MM, "solve_block", lambda *a, **k: calls.append(a) or None)
+    monkeypatch.setattr(MM, "_by_domains", lambda *a, **k: calls.append(a) or None)
+    kind, reason, joined = MM._run(prog, True, Deadline(0.0), 1e-6)
+    assert (kind, reason, joined, calls) == ("stopped", "time limit", None, [])
+
+
+def test_a_min_max_solve_stopped_by_its_limit_keeps_its_design_and_bound():
+    r = _robust(k=300, S=30, seed=4)
+    sol = r.minmax().solve(time_limit=0.3)
+    assert sol.status.value == "time_limit"
+    worst = float(np.max(r.regrets(sol.n)))            # the robust model's own regrets, not the min-max engine's
+    assert abs(sol.objective - worst) <= 1e-9 * worst
+    assert 1.0 <= sol.details["lower_bound"] <= worst     # a regret is at least 1: each g*_s is an optimum

@@ -149,6 +149,20 @@ def test_box_enumeration_proves_infeasibility():
     assert d.solve(backend="exact", time_limit=60).status.value == "infeasible"
 
 
+def test_a_box_past_every_float_counts_as_infinite_without_a_warning():
+    import math
+    import warnings
+    from dpopt.backends.exact.constrained.box import box
+    from dpopt.formulations.separable import program_of
+
+    k = 400            # 400 strata of 5 000 values each: 5000^400 = 10^1480 designs
+    d = StratifiedDesign(np.full(k, 5000), np.ones(k), 1000 * k, 1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _, _, count = box(program_of(d))
+    assert count == math.inf
+
+
 # ---------------------------------------------------------------------------------- user mechanisms
 class _Heavy(Laplace):
     """Laplace with an extra term: overrides only ``variance`` (was: inherited Laplace's increments)."""

@@ -134,7 +134,7 @@ def _best_bound(prog, convex, res: DualResult, deadline, width) -> tuple[Integer
     scale = max(abs(ib.lb), abs(prog.evaluate(ib.n.astype(float))[0]), 1e-300)
     if convex and prog.m:
         w_lo, w_hi = _lp_window(prog, ib, w_lo, w_hi)
-        lam_lp = lp_multipliers(prog, w_lo, w_hi, res.x, scale, deadline.left())
+        lam_lp = lp_multipliers(prog, w_lo, w_hi, res.x, scale, deadline)
         if lam_lp is not None:
             ib_lp = integer_bound(prog, lam_lp)
             if ib_lp.lb > ib.lb:
@@ -175,6 +175,8 @@ def _first_design(prog, x, n_lam, width, scale, inc, steps, deadline, rel_gap, m
     windows) and the Lagrangian of tightened rows (.incumbent.lagrangian_design: a few dual solves, whatever k;
     on case (e) at k = 20 000 the window's MILP spent its time in HiGHS's presolve), the one likelier to be quick
     first and with most of the time left, the other with the rest."""
+    if deadline.passed():
+        return      # no grace left (a caller holding a design already: .deadline.Deadline.without_grace)
     lo, hi = window_of(prog, x, n_lam, width)
 
     def tightened(dl):

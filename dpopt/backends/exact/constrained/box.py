@@ -33,7 +33,8 @@ def box(prog):
             lo = np.maximum(lo, eta - (hi.sum() - hi))
     if np.any(lo > hi):
         return lo, hi, 0.0
-    return lo, hi, float(np.prod((hi - lo + 1).astype(float)))
+    with np.errstate(over="ignore"):      # a count past 1.8e308 is inf: larger than every limit, as meant
+        return lo, hi, float(np.prod((hi - lo + 1).astype(float)))
 
 
 def enumerate_box(prog, deadline, limit: int = 1000) -> BoxResult | None:

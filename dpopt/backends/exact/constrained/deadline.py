@@ -46,3 +46,10 @@ class Deadline:
         if self.end is None:
             return self._child(None)
         return self._child(min(self.hard_end, max(self.end, time.perf_counter() + seconds)))
+
+    def without_grace(self) -> "Deadline":
+        """This deadline with no grace after it: for work whose caller holds a design already (a min-max level:
+        a first design there is no answer the solve lacks)."""
+        out = self._child(self.end)
+        out.hard_end = self.end
+        return out

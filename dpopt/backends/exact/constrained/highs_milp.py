@@ -105,15 +105,22 @@ def highs_solve(milp, rel_gap, abs_gap, time_limit, verbose=False, start=None, r
     return MilpResult(name, n, info.objective_function_value * milp.obj_scale, bound, h.modelStatusToString(st))
 
 
-def lp_multipliers(prog, lo, hi, anchor, scale, time_limit):
+def lp_multipliers(prog, lo, hi, anchor, scale, deadline):
     """Row multipliers of the secant LP on ``lo..hi``: the LP is the convex hull of the integer problem there,
     so its duals maximise the integer Lagrangian dual whenever the range holds its minimisers (any λ gives a
-    valid bound, so a smaller range only weakens it). None when the LP fails."""
+    valid bound, so a smaller range only weakens it). None when the LP fails or ``deadline`` (a
+    :class:`.deadline.Deadline`) passes before HiGHS starts: building the LP is itself work (0.3 s with HiGHS's
+    model at k = 1 000 and 51 dense rows), so HiGHS gets only the time left after it."""
     import highspy
 
+    if deadline.passed():
+        return None
     milp = secant_milp(prog, lo, hi, anchor=anchor, obj_scale=scale * 1e-6)
     h = highs_model(milp, False)
+    time_limit = deadline.left()
     if time_limit is not None:
+        if time_limit <= 0:
+            return None
         h.setOptionValue("time_limit", max(float(time_limit), 1e-3))
         fit_presolve(h, time_limit)
     h.run()
