@@ -167,10 +167,54 @@ def test_dominance_on_the_one_row_a_core_can_break_matches_brute_force(seed):
     assert 1 in watched        # dominance ran (one watched row) on at least one core
 
 
-def _two_row_cores_against_brute_force(seed, first, second):
+def _min_cost_with_a_beam_before_every_core(seed, monkeypatch) -> list:
+    """test_min_cost_with_one_target_per_domain_splits_into_blocks with the beam search (CoreSearch.beam) before
+    every core, from the first; returns the beam widths used."""
+    from dpopt.backends.exact.constrained import cores, search
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(args[8])
+        return cores.beam_core(*args, **kwargs)
+
+    monkeypatch.setattr(search, "BEAM_PEAK", 0)
+    monkeypatch.setattr(search, "beam_core", counted)
+    test_min_cost_with_one_target_per_domain_splits_into_blocks(seed, 200_000)
+    return calls
+
+
+@pytest.mark.parametrize("seed", [1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23])      # two variables: two rows a block
+def test_min_cost_with_a_beam_search_before_every_core_matches_brute_force(seed, monkeypatch):
+    """The beam only offers designs: the answer is still brute force's optimum, with its certificate."""
+    _min_cost_with_a_beam_before_every_core(seed, monkeypatch)
+
+
+def test_the_beam_search_runs_on_two_row_blocks(monkeypatch):
+    from dpopt.backends.exact.constrained.search import BEAM_WIDTHS
+    widths = [w for s in (1, 3, 5, 7, 9, 11) for w in _min_cost_with_a_beam_before_every_core(s, monkeypatch)]
+    assert widths and set(widths) <= set(BEAM_WIDTHS)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_beam_wide_enough_to_keep_every_partial_design_finds_the_cores_optimum(seed):
+    """beam_core keeping every partial design is the exact programme without dominance: its design is brute
+    force's best of the core within the budget."""
+    found, watched = _two_row_cores_against_brute_force(100 + seed, (0.97, 1.02), (0.97, 1.02), beam=10 ** 7)
+    assert found >= 1 and 2 in watched
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_narrow_beam_returns_only_feasible_designs_within_the_budget(seed):
+    """A beam of 2 partial designs is no proof: what it returns must still be a design the feasibility test
+    accepts, within the budget and no better than brute force's best (checked in the helper)."""
+    _two_row_cores_against_brute_force(300 + seed, (0.97, 1.02), (0.97, 1.02), beam=2)
+
+
+def _two_row_cores_against_brute_force(seed, first, second, beam=None):
     """Min-cost with a variance target per variable on one domain (at U(first) and U(second) times a base
-    design's values): per budget, the core's enumeration against brute force over its box. Returns the number of
-    budgets whose core held the optimum and the numbers of watched rows seen."""
+    design's values): per budget, the core's enumeration (or, with ``beam`` a width, the beam search) against
+    brute force over its box. Returns the number of budgets whose core held the optimum (and where the route
+    must have found it: the enumeration, or a beam of at least 10^6) and the numbers of watched rows seen."""
     from dpopt.backends.exact.constrained import cores
     from dpopt.backends.exact.constrained.bound import integer_bound
     from dpopt.backends.exact.constrained.deadline import Deadline
@@ -199,7 +243,11 @@ def _two_row_cores_against_brute_force(seed, first, second):
     for budget in (3e-3 * scale, 1e-2 * scale):
         r_lo, r_hi = reduced_ranges(prog, ib.Om, ib.ell, ib.n, budget)
         watched.append(int(cores.tabulate(prog, ib.Om, ib.ell, res.lam, ib.n, r_lo, r_hi).watched.size))
-        out = cores.enumerate_core(prog, ib.Om, ib.ell, res.lam, ib.n, r_lo, r_hi, budget, 10 ** 7)
+        if beam is None:
+            out = cores.enumerate_core(prog, ib.Om, ib.ell, res.lam, ib.n, r_lo, r_hi, budget, 10 ** 7)
+        else:
+            n = cores.beam_core(prog, ib.Om, ib.ell, res.lam, ib.n, r_lo, r_hi, budget, beam)
+            out = cores.CoreResult(n, math.nan, 0)
         grid = np.array(list(itertools.product(*[range(int(a), int(b) + 1) for a, b in zip(r_lo, r_hi)])))
         assert len(grid) <= 300_000
         # objective and rows of every design of the box from per-stratum tables; the one feasibility test then
@@ -215,6 +263,11 @@ def _two_row_cores_against_brute_force(seed, first, second):
         near = np.all(rows <= prog.rhs() * (1 + 1e-9), axis=1)
         order = np.flatnonzero(near)[np.argsort(f[near], kind="stable")]
         best = next((float(f[p]) for p in order if prog.feasible(grid[p])), None)
+        if out.n is not None:        # whatever the route: a design of the core that the rows accept, no better
+            assert prog.feasible(out.n) and np.all((out.n >= r_lo) & (out.n <= r_hi))
+            assert best is not None and prog.evaluate(out.n.astype(float))[0] >= best * (1 - 1e-12)
+        if beam is not None and beam < 10 ** 6:
+            continue
         if best is not None and best - ib.lb <= 0.9 * budget:
             found += 1
             assert out.n is not None and prog.feasible(out.n)

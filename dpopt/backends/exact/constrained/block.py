@@ -31,9 +31,9 @@ class BlockResult:
     """A block's answer: the best design ``n`` (None when none was found) and its objective ``ub``; ``lb`` a
     proven lower bound (−inf without convexity), ``lagrangian`` the integer Lagrangian's; the relaxation ``x``,
     its dual value ``q`` and the multipliers ``lam``; ``infeasible`` proven (``reason``); the ``steps`` taken;
-    ``budget``, ``core_bound`` and ``enum_stopped_after`` (seconds its last core's enumeration ran before the limit
-    stopped it; 0 when none did) for resuming a block that ran out of time; ``enumerated``: the whole box was
-    scanned (a proof without convexity)."""
+    ``budget``, ``core_bound``, ``enum_stopped_after`` (seconds its last core's enumeration ran before the limit
+    stopped it; 0 when none did) and ``done`` (the largest budget whose core was listed completely) for resuming a
+    block that ran out of time; ``enumerated``: the whole box was scanned (a proof without convexity)."""
     x: np.ndarray
     q: float
     lam: np.ndarray
@@ -50,6 +50,7 @@ class BlockResult:
     core_bound: float = -math.inf
     enumerated: bool = False
     enum_stopped_after: float = 0.0
+    done: float = 0.0
 
 
 def solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max_states=DEFAULT_MAX_STATES,
@@ -120,7 +121,7 @@ def solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max_
             return done
     return dataclasses.replace(base, n=inc.n, ub=inc.ub, lb=search.lower_bound(), lagrangian=ib.lb,
                                timed_out=deadline.passed() or search.deadline.passed(), budget=search.b,
-                               core_bound=search.bound, enum_stopped_after=search.enum_stopped_after,
+                               core_bound=search.bound, enum_stopped_after=search.enum_stopped_after, done=search.done,
                                steps=tuple(steps))
 
 

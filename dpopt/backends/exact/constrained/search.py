@@ -17,7 +17,7 @@ from ....progress import BoundProgress
 from .cells import cell_milp, cells_of
 from .bound import IntegerBound, lattice_bound, lattice_step
 from .checks import FEAS_TOL
-from .cores import enumerate_core
+from .cores import beam_core, enumerate_core
 from .fixing import reduced_ranges
 from .highs_milp import TIGHT_TOL, highs_solve
 from .incumbent import Incumbent
@@ -32,6 +32,12 @@ _GROWTH = 2.0             # budget growth between core MILPs
 RESUME_ENUM = 3.0         # a resumed block enumerates its stopped core again with at least this many times its time
 COARSE_STEP = 1e-6        # a cost lattice step (relative to the objective) HiGHS's bound may be read against
 TRACK_STEPS = 3           # the tracked join first at 1/2^TRACK_STEPS of the room between bound and incumbent
+BEAM_WIDTHS = (2_000, 20_000)   # partial designs a beam search keeps per stratum, the wider once the narrower
+#                                 found nothing better (CoreSearch.beam) ...
+BEAM_WIDE_FREE = 100      # ... on cores of at most this many free strata (wider, it found nothing better in 0.3-1.4 s)
+BEAM_ROUNDS = 8           # beam searches at most per incumbent
+BEAM_PEAK = 10_000        # a beam search runs once a core enumeration kept this many partial designs,
+BEAM_AHEAD = 4.0          # ... over the core of this many times the budget, or the incumbent's excess if smaller
 
 NEXT, STOP, MILP, INFEASIBLE = "next", "stop", "milp", "infeasible"     # what the budget loop does next
 
@@ -74,6 +80,10 @@ class CoreSearch:
         if resume is not None:
             inc.offer(resume.n)
             self.b, self.bound = max(self.b, resume.budget), resume.core_bound
+            # the budget listed completely before: an enumeration stopped by its state limit retries between it
+            # and the budget (enumeration_stopped); without it a resumed Bethel-type core went to HiGHS, which
+            # did not close it in 5.8 s, where the retry closes it in 0.5 s (case (d), k = 1 000, ε = 5)
+            self.done = resume.done
         # a block resumed after its last core's enumeration ran out of time enumerates it again only with at least
         # RESUME_ENUM times the time that enumeration had: with less, the repeat stopped at the limit again (case
         # (d), k = 20 000), while with the time the other blocks left it finished in 0.5 s where HiGHS on the same
@@ -96,6 +106,13 @@ class CoreSearch:
         if self.linked is not None and self.linked.relaxed:
             self.relaxed_groups, self.linked = self.linked, None
         self.group_ub = math.inf          # the incumbent the groups' join was last run for
+        # several inequality rows on strata (no groups, no cells): a beam search looks for better designs before
+        # the cores are listed, once per incumbent (beam)
+        self.beam_ok = (self.linked is None and int(np.sum(prog.inequality())) >= 2
+                        and cells_of(prog) is None)
+        self.beam_ub = math.inf           # the incumbent the beam search last ran for
+        self.beam_b = 0.0                 # ... and, without an incumbent, the budget
+        self.peak = 0                     # the most partial designs a core enumeration of this search kept
         self.by_groups = "" if self.linked is None else f" in {len(self.linked.groups)} groups linked by the total"
         self.progress = BoundProgress("exact")     # incumbent and bound lines on a long search (verbose)
         self.cells = cells_of(prog)
@@ -129,6 +146,11 @@ class CoreSearch:
             self.progress.update(self.inc.ub, self.lower_bound())
             if self.proven or self.deadline.passed():
                 break
+            if self.beam_ok and self.peak >= BEAM_PEAK and ((self.inc.found and self.inc.ub < self.beam_ub)
+                                                            or self.b > 2 * self.beam_b):
+                self.beam()
+                if self.proven:
+                    break
             if self.inc.found:
                 self.b = min(self.b, max(self.excess, 0.0))
             r_lo, r_hi = reduced_ranges(prog, ib.Om, ib.ell, ib.n, self.core_budget())
@@ -179,8 +201,44 @@ class CoreSearch:
             # proves the integer problem infeasible)
             self.b = math.inf
             return NEXT
+        self.peak = max(self.peak, res.peak)
         self.grow_after_enumeration(res.peak, t0, res.parts)
         return NEXT
+
+    def beam(self) -> None:
+        """Better designs than the incumbent from a beam search over the core that holds them all
+        (:func:`.cores.beam_core`), again from each one found: no bound, only the incumbent improves, so the
+        cores that follow need only the budget below it (Bethel-type blocks at k = 1 000, tight CVs: the first
+        incumbent lay 3-25 cost steps above the optimum, and the core enumerations that found the optimum were
+        most of the solve's time). Once the cores' enumerations grow large, also over the core of BEAM_AHEAD
+        times the current budget when that is smaller (or there is no incumbent): a Bethel-type block at k = 10 000
+        had its optimum at 1.25 times a budget whose enumeration stopped at the state limit, and took 3.7 s to
+        find it by cores; another's beam at its incumbent's excess (389 free strata) stopped 4 times above its
+        optimum."""
+        ib, inc, t0 = self.ib, self.inc, time.perf_counter()
+        start, width = inc.ub, 0
+        ahead = BEAM_AHEAD * self.b
+        self.beam_b = self.b
+        for _ in range(BEAM_ROUNDS):
+            self.beam_ub = inc.ub
+            b = min(max(self.excess, 0.0), ahead) if inc.found else ahead
+            if b <= self.done or self.deadline.passed():
+                break       # a core of that budget was listed completely: nothing better is there
+            r_lo, r_hi = reduced_ranges(self.prog, ib.Om, ib.ell, ib.n, self.core_budget_at(b))
+            if width and int(np.sum(r_hi > r_lo)) > BEAM_WIDE_FREE:
+                break
+            inc.offer(beam_core(self.prog, ib.Om, ib.ell, self.lam, ib.n, r_lo, r_hi, b, BEAM_WIDTHS[width],
+                                self.deadline), repair_it=False)
+            if inc.ub >= self.beam_ub:
+                width += 1          # no better design at this width: a wider beam, or done
+                if width == len(BEAM_WIDTHS):
+                    break
+        self.beam_ub = inc.ub
+        if inc.ub < start:
+            was = f"{(start - ib.lb) / self.scale:.2e}" if math.isfinite(start) else "none"
+            self.steps.append(f"beam search: incumbent {was} -> {(inc.ub - ib.lb) / self.scale:.2e} above the "
+                              f"Lagrangian bound in "
+                              f"{time.perf_counter() - t0:.2f} s")
 
     def group_bound(self) -> None:
         """With groups linked by the total beside relaxed rows: the join over the total of every group's designs
@@ -292,6 +350,7 @@ class CoreSearch:
             return STOP
         self.steps.append(f"enumeration of {free} strata (budget {self.b / self.scale:.1e}) stopped at its limit "
                           f"({self.max_states} partial designs)")
+        self.peak = max(self.peak, self.max_states)
         self.retries += 1
         if self.done > 0 and self.b > 1.05 * self.done and self.retries <= 3:
             self.b = math.sqrt(self.b * self.done)         # overshot: a smaller step may still enumerate
