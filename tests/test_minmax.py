@@ -115,3 +115,28 @@ def test_minmax_infeasible_other_rows_and_bad_input():
         MinMaxDesign.from_design(d, [], [])
     with pytest.raises(ValueError, match="scenario 0 sigma2"):
         scenario_terms(d, [np.ones(3)])
+
+
+def test_a_levels_row_minima_serve_every_level():
+    """The min-max computes its level rows' minima once (.checks.row_minima): levels differ only in their
+    right-hand sides, so the minima of one serve all, and the unreachable-row test with them gives each level's
+    own answer, unreachable below the least worst ratio and not above it."""
+    from dpopt.backends.exact.constrained.checks import row_minima, unreachable_rows
+    from dpopt.formulations.minmax import minmax_program
+    from dpopt.models.robust import RobustDesign
+
+    rng = np.random.default_rng(5)
+    k = 12
+    s2 = rng.uniform(1, 50, k)
+    d = dpopt.StratifiedDesign(rng.integers(50, 400, k), s2, 10 * k, 1.0)
+    mp = minmax_program(RobustDesign(d, [s2 * np.exp(rng.normal(0, 0.5, k)) for _ in range(4)]).minmax())
+    mu = np.full(mp.m, 1.0 / mp.m)
+    first = row_minima(mp.level(1.5, mu))
+    answers = set()
+    for t in (1e-6, 0.5, 0.999, 1.0, 1.2, 3.0):
+        level = mp.level(t, mu)
+        assert row_minima(level) == first
+        own = unreachable_rows(level)
+        assert unreachable_rows(level, minima=first) == own
+        answers.add(own is None)
+    assert answers == {True, False}      # some levels below every design's worst ratio, some above

@@ -34,7 +34,7 @@ from ...models.minmax import MinMaxDesign
 from ...models.stratified import largest_remainder
 from ...registry import register
 from ...result import Certificate, Solution, Status
-from .constrained.checks import check_options, convexity, unreachable_rows
+from .constrained.checks import check_options, convexity, row_minima, unreachable_rows
 from .constrained.cores import DEFAULT_MAX_STATES
 from .constrained.deadline import Deadline
 from .constrained.dual import solve_dual
@@ -87,14 +87,14 @@ def _by_domains(prog, deadline):
                               steps=(note,), found=True, timed_out=False, enumerated=False)
 
 
-def _run(prog, convex, deadline, rel_gap, share: int = 1, max_states=DEFAULT_MAX_STATES):
+def _run(prog, convex, deadline, rel_gap, share: int = 1, max_states=DEFAULT_MAX_STATES, minima=None):
     """The constrained exact route on one compiled program, given the solve's ``deadline`` and taking
     1/``share`` of the time left once its row checks are done: ("infeasible", reason, None), ("done", "",
     Joined), or ("stopped", "time limit", None) when the solve's limit passed before the blocks began (the row
     checks take 0.3-0.4 s with 51 rows at k = 1 000; a level begun after the limit had run its blocks 0.8 s past
-    it on a loaded machine)."""
+    it on a loaded machine). ``minima``: the rows' minima (.checks.row_minima), when known."""
     if convex:
-        why = unreachable_rows(prog)
+        why = unreachable_rows(prog, minima=minima)
         if why:
             return "infeasible", why, None
     if deadline.passed():
@@ -169,6 +169,8 @@ def solve_minmax(model: MinMaxDesign, rel_gap: float | None = None, time_limit: 
     stopped = ""
     last_close = False
     unsettled, floor = 0, -math.inf     # levels that settled nothing, and the highest of them
+    # every level has the same rows but for their right-hand sides (t): their minima are computed once
+    level_minima = None
     for it in range(MAX_STEPS):
         lb, ub = state["lb"], state["ub"]
         if state["n"] is not None and ub - lb <= rel_gap * abs(ub):
@@ -192,7 +194,10 @@ def solve_minmax(model: MinMaxDesign, rel_gap: float | None = None, time_limit: 
         low = max(lb, floor)
         t = ub - step if close else (0.5 * (low + ub) if math.isfinite(low) else ub - max(step, 1e-3 * abs(ub)))
         last_close = close
-        kind, reason, j = _run(mp.level(t, mu), convex, deadline.without_grace(), LEVEL_GAP, 3)
+        level = mp.level(t, mu)
+        if convex and level_minima is None:
+            level_minima = row_minima(level)
+        kind, reason, j = _run(level, convex, deadline.without_grace(), LEVEL_GAP, 3, minima=level_minima)
         if kind == "stopped":
             stopped = "time limit"
             break

@@ -35,16 +35,19 @@ def feasible(prog, n) -> bool:
     return prog.feasible(np.asarray(n))
 
 
-def unreachable_rows(prog, integer: bool = True) -> str | None:
+def unreachable_rows(prog, integer: bool = True, minima=None) -> str | None:
     """A row whose own minimum over the bounds exceeds its right-hand side plus the feasibility test's allowance
     makes the model infeasible; name it (e.g. a precision target below the floor the DP noise sets: more
     sample can mean more noise). ``integer``: the minimum over integer designs, exact per stratum (discretely
-    convex terms) and lowered by its rounding error (safe_lower); else the continuous relaxation's minimum."""
+    convex terms) and lowered by its rounding error (safe_lower); else the continuous relaxation's minimum.
+    ``minima``: :func:`row_minima` of a program with the same bounds and rows but for their right-hand sides
+    (a min-max's levels: each took 0.3-0.4 s with 51 rows at k = 1 000)."""
     allow = prog.allowance() if prog.m else np.zeros(0)
+    minima = row_minima(prog, integer) if minima is None else minima
     for l, r in enumerate(prog.rows):
         if r.sense != "<=":
             continue
-        low = _row_minimum(prog, r, integer)
+        low = minima[l]
         if integer:
             unreachable = low > r.rhs + allow[l]
         else:
@@ -52,6 +55,11 @@ def unreachable_rows(prog, integer: bool = True) -> str | None:
         if unreachable:
             return _unreachable_message(r, low)
     return None
+
+
+def row_minima(prog, integer: bool = True) -> list:
+    """Each "<=" row's minimum over the bounds (None for the other rows), as :func:`unreachable_rows` uses it."""
+    return [_row_minimum(prog, r, integer) if r.sense == "<=" else None for r in prog.rows]
 
 
 def _row_minimum(prog, r, integer):
