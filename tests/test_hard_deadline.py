@@ -3,6 +3,7 @@ a grace is stopped from outside by a MIP callback, and that stop reads as status
 interrupt, not an error), with whatever point and bound HiGHS had."""
 
 import numpy as np
+import pytest
 
 import dpopt
 from dpopt.backends.exact.constrained import highs_milp as HM
@@ -93,3 +94,32 @@ def test_a_min_max_solve_stopped_by_its_limit_keeps_its_design_and_bound():
     worst = float(np.max(r.regrets(sol.n)))            # the robust model's own regrets, not the min-max engine's
     assert abs(sol.objective - worst) <= 1e-9 * worst
     assert 1.0 <= sol.details["lower_bound"] <= worst     # a regret is at least 1: each g*_s is an optimum
+
+
+def test_a_convexity_check_stopped_by_its_deadline_is_unknown_and_not_remembered():
+    """Gaussian terms are checked increment by increment (seconds at k = 100 000): a solve's deadline stops the
+    check, which then says unknown, and a later call with time completes it (the first answer was not kept)."""
+    import time
+    d = dpopt.StratifiedDesign(np.full(50, 400), np.linspace(0.5, 5, 50), 2000, 1.0, mechanism="gaussian",
+                               delta=1e-6)
+    convex, why = d.convexity_verified(until=time.perf_counter() - 1.0)
+    assert convex is None and "within the time limit" in why
+    assert d.convexity_verified()[0] is True
+    assert d.convexity_verified(until=time.perf_counter() - 1.0)[0] is True     # now known: no check to stop
+
+
+def test_the_solve_without_the_inequality_rows_does_not_start_after_the_deadline():
+    from dpopt.backends.exact.constrained.deadline import Deadline
+    from dpopt.backends.exact.constrained.solve import _without_inequality_rows
+    rng = np.random.default_rng(7)
+    k = 30
+    N, s2 = rng.integers(100, 900, k), rng.uniform(1, 9, k)
+    plain = dpopt.StratifiedDesign(N, s2, 600, 1.0).solve()      # the sum-and-bounds route's certified optimum
+    d = dpopt.StratifiedDesign(N, s2, 600, 1.0)
+    cost = rng.uniform(1, 3, k)
+    d.add_cost_budget(cost, 10.0 * float(cost @ plain.n))          # far from binding
+    args = (1e-9, False, 1, 400_000, 2_000_000)
+    kept = _without_inequality_rows(d, args[0], Deadline(60.0), *args[1:])
+    assert kept is not None and kept.status.value == "optimal" and d.is_feasible(kept.n)
+    assert kept.objective == pytest.approx(plain.objective, rel=1e-12)
+    assert _without_inequality_rows(d, args[0], Deadline(0.0), *args[1:]) is None

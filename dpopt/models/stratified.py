@@ -16,6 +16,7 @@ too, so that neither class imports the other's module.
 from __future__ import annotations
 
 import math
+import time
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -1032,14 +1033,16 @@ class StratifiedDesign(Model):
             sol.message = f"{sol.message}; the exchange certificate proves the point optimal"
         return sol
 
-    def convexity_verified(self, max_points: int = 5_000_000) -> tuple[bool | None, str]:
+    def convexity_verified(self, max_points: int = 5_000_000, until: float | None = None) -> tuple[bool | None, str]:
         """Are the unit terms discretely convex (non-decreasing increments) on every stratum's range?
 
         The exchange certificate, the exact backends and Algorithm 1 rest on it. It is proven for the
         built-in pure-DP mechanisms (Laplace, DLap, TuLap) at every budget share (docs/stratified.md).
         Otherwise (a user mechanism, or Gaussian noise under (ε, δ)) it is checked increment by increment,
         per variable, when the ranges hold at most ``max_points`` values in all (True/False), else unknown
-        (None).
+        (None). ``until``: a ``time.perf_counter()`` instant (a solve's deadline) after which the check stops,
+        unknown (None) and not remembered, so a later call with time finishes it (measured: 3.4 s for 4.4
+        million increments of Gaussian terms at k = 100 000, asked with time_limit = 0.3 s).
         """
         mech = self.mechanism
         if all(m.convex_terms_proven(self.shares) for m in self.noise_mechanisms):   # the mechanisms' own claim
@@ -1055,7 +1058,9 @@ class StratifiedDesign(Model):
         else:
             out = (True, f"{what}: increments checked non-decreasing on every range")
             for j in range(self.J):
-                bad = self._first_concave(j)
+                bad = self._first_concave(j, until=until)
+                if bad == "stopped":
+                    return None, f"{what}: convexity of the terms not verified within the time limit (a longer time_limit checks it)"
                 if bad is not None:
                     i, n_at = bad
                     out = (False, f"{what}: stratum {self.labels[i]!r} is not discretely convex in variable "
@@ -1064,13 +1069,15 @@ class StratifiedDesign(Model):
         self._convexity = out
         return out
 
-    def _first_concave(self, j: int, chunk: int = 1 << 20):
+    def _first_concave(self, j: int, chunk: int = 1 << 20, until: float | None = None):
         """(stratum, n) of the first place where variable j's unit increments fall (relative tolerance 1e-12), or
         None: every stratum's increments over [lower, upper − 1], evaluated in vectorised chunks of whole strata
-        (bounded: Σ(upper − lower) evaluations in all)."""
+        (bounded: Σ(upper − lower) evaluations in all); "stopped" when ``until`` passed before a chunk."""
         span = (self.upper - self.lower).astype(np.int64)
         i0 = 0
         while i0 < self.k:
+            if until is not None and time.perf_counter() >= until:
+                return "stopped"
             i1, size = i0, 0
             while i1 < self.k and (size == 0 or size + span[i1] <= chunk):
                 size += int(span[i1])

@@ -75,6 +75,10 @@ def cells_of(prog) -> Cells | None:
     # group: same linear coefficients exactly, same factors to KAPPA_RTOL (keyed at 11 significant digits;
     # a key split by rounding only leaves two cells where one would do)
     key = np.column_stack([np.where(any_w, first, -1), _round_sig(kappa, 11), A])
+    # a column with more distinct values than cells may number rules them out at once (one 1-D unique per column
+    # instead of the row-wise unique: 0.25 s at k = 20 000 with 15 rows, case (f), where no cells apply)
+    if any(np.unique(key[:, c]).size > MAX_CELL_SHARE * k for c in range(key.shape[1])):
+        return None
     _, cell = np.unique(key, axis=0, return_inverse=True)
     cell = cell.ravel()
     C = int(cell.max()) + 1 if k else 0

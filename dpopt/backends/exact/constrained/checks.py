@@ -25,9 +25,12 @@ def check_options(rel_gap, time_limit, verbose):
     return rel_gap, time_limit_or_default(time_limit), verbose
 
 
-def convexity(model):
+def convexity(model, deadline=None):
+    """The design's discrete convexity (StratifiedDesign.convexity_verified), checked until ``deadline`` (a
+    :class:`.deadline.Deadline`) at most: unknown past it."""
     design = getattr(model, "design", model)
-    return design.convexity_verified(max_points=_CONVEXITY_POINTS)
+    return design.convexity_verified(max_points=_CONVEXITY_POINTS,
+                                     until=None if deadline is None else deadline.end)
 
 
 def feasible(prog, n) -> bool:

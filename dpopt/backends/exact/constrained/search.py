@@ -106,16 +106,15 @@ class CoreSearch:
         if self.linked is not None and self.linked.relaxed:
             self.relaxed_groups, self.linked = self.linked, None
         self.group_ub = math.inf          # the incumbent the groups' join was last run for
+        self.progress = BoundProgress("exact")     # incumbent and bound lines on a long search (verbose)
+        self.cells = cells_of(prog)
         # several inequality rows on strata (no groups, no cells): a beam search looks for better designs before
         # the cores are listed, once per incumbent (beam)
-        self.beam_ok = (self.linked is None and int(np.sum(prog.inequality())) >= 2
-                        and cells_of(prog) is None)
+        self.beam_ok = self.linked is None and int(np.sum(prog.inequality())) >= 2 and self.cells is None
         self.beam_ub = math.inf           # the incumbent the beam search last ran for
         self.beam_b = 0.0                 # ... and, without an incumbent, the budget
         self.peak = 0                     # the most partial designs a core enumeration of this search kept
         self.by_groups = "" if self.linked is None else f" in {len(self.linked.groups)} groups linked by the total"
-        self.progress = BoundProgress("exact")     # incumbent and bound lines on a long search (verbose)
-        self.cells = cells_of(prog)
         if self.cells is not None:
             # the cells' MILP is small whatever the core's width; listing the strata's cores is not (measured: 8 s
             # at k = 1 000 for a core of 147 strata, stopped by its state limit)

@@ -57,11 +57,11 @@ def solve_constrained(model, rel_gap: float = DEFAULT_REL_GAP, time_limit: float
     max_milp_columns = V.option(V.integer, "max_milp_columns", max_milp_columns, minimum=1)
     max_states = V.option(V.integer, "max_states", max_states, minimum=0)
     deadline = Deadline(time_limit)
-    kept = _without_inequality_rows(model, rel_gap, time_limit, verbose, window, max_milp_columns, max_states)
+    kept = _without_inequality_rows(model, rel_gap, deadline, verbose, window, max_milp_columns, max_states)
     if kept is not None:
         return kept
     prog = program_of(model)
-    convex, why = convexity(model)
+    convex, why = convexity(model, deadline)
     # the integer row minimum is exact only for discretely convex terms: no claim without them
     unreachable = unreachable_rows(prog) if convex else None
     if unreachable:
@@ -255,15 +255,17 @@ def relax_constrained(model, rel_gap: float = DEFAULT_REL_GAP, time_limit: float
     return _finish_relaxation(model, prog, solve_dual(prog, deadline, time_share=1.0), rel_gap, deadline)
 
 
-def _without_inequality_rows(model, rel_gap, time_limit, verbose, window, max_milp_columns, max_states):
+def _without_inequality_rows(model, rel_gap, deadline, verbose, window, max_milp_columns, max_states):
     """The optimum of the model without its linear inequality rows (e.g. a cost budget), when it meets them:
     removing rows can only lower the optimum, so a point of the smaller model that meets every row and is
     proven optimal there is optimal here, with the same certificate. A row that does not bind then costs one
-    solve of the smaller model (a quarter of the time limit) instead of a harder search with it; otherwise
-    None, and the full model is solved."""
+    solve of the smaller model (a quarter of the time left) instead of a harder search with it; otherwise
+    None, and the full model is solved. Each step gets its share of the time left and none starts after
+    ``deadline`` (at k = 20 000 with 15 rows they took 2.3 s whatever the limit)."""
     rows = [c for c in model.constraints if c.sense != "=="]
-    if not rows:
+    if not rows or deadline.passed():
         return None
+    time_limit = max(deadline.left(), 1e-3)
     smaller = copy.copy(model)
     smaller.constraints = [c for c in model.constraints if c.sense == "=="]
     if hasattr(model, "design"):       # a min-cost design also carries its rows on its StratifiedDesign
@@ -271,8 +273,9 @@ def _without_inequality_rows(model, rel_gap, time_limit, verbose, window, max_mi
         smaller.design.constraints = [c for c in model.design.constraints if c.sense == "=="]
     sol = _by_domains_alone(smaller, rel_gap, time_limit / 4.0)
     if sol is None:
-        if _clearly_binding(smaller, rows, time_limit):
+        if deadline.passed() or _clearly_binding(smaller, rows, max(deadline.left(), 1e-3)) or deadline.passed():
             return None
+        time_limit = max(deadline.left(), 1e-3)
         with stage("the model without its inequality rows"):      # its progress lines are not the model's
             sol = solve_constrained(smaller, rel_gap, time_limit / 4.0, verbose, window, max_milp_columns,
                                     max_states)
@@ -294,7 +297,7 @@ def _by_domains_alone(smaller, rel_gap, time_limit):
     :func:`_clearly_binding` costs (measured: 5 ms each on the census frame's 51 strata), so it is tried
     before that check rather than after it: a row that does not bind then costs one such solve, not two."""
     prog = program_of(smaller)
-    if prog.m == 0 or convexity(smaller)[0] is not True:
+    if prog.m == 0 or convexity(smaller, Deadline(time_limit))[0] is not True:
         return None
     groups = domain_structure(prog)
     if groups is None:
