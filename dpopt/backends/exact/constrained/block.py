@@ -210,6 +210,8 @@ def _window_search(prog, x, n_lam, width, scale, inc, steps, deadline, rel_gap, 
         if size > max_cols or deadline.passed():
             break
         milp = secant_milp(prog, region[0], region[1], anchor=x, obj_scale=scale * 1e-6, row_tighten=2e-10)
+        if deadline.passed():
+            break       # the model's build used the time left
         res = highs_solve(milp, rel_gap * 0.25, 0.0, deadline.left(), verbose)
         steps.append(f"HiGHS on {size} segments: {res.text}")
         inc.offer(res.n)

@@ -82,6 +82,7 @@ def highs_solve(milp, rel_gap, abs_gap, time_limit, verbose=False, start=None, r
         h.setOptionValue("primal_feasibility_tolerance", TIGHT_TOL)
     if time_limit is not None:
         h.setOptionValue("time_limit", max(float(time_limit), 1e-3))
+        fit_presolve(h, time_limit)     # the stop below cannot act during presolve (69 000 columns: 2.5 s past)
     # HiGHS's own limit can be overrun (seen: minutes in its node queue): stopped from outside once the limit
     # plus a grace has passed, and that stop reads as the time limit
     rep = None if report is None else (lambda p, d: report(p * milp.obj_scale, d * milp.obj_scale))
