@@ -1060,7 +1060,8 @@ class StratifiedDesign(Model):
             for j in range(self.J):
                 bad = self._first_concave(j, until=until)
                 if bad == "stopped":
-                    return None, f"{what}: convexity of the terms not verified within the time limit (a longer time_limit checks it)"
+                    return None, (f"{what}: convexity of the terms not verified within the time limit (a longer "
+                                  "time_limit checks it)")
                 if bad is not None:
                     i, n_at = bad
                     out = (False, f"{what}: stratum {self.labels[i]!r} is not discretely convex in variable "

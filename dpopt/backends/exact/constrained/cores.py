@@ -529,11 +529,15 @@ def _least_feasible(prog, tab: CoreTable, s: Survivors, n_lam, excess) -> np.nda
     return None
 
 
+BEAM_CANDIDATES = 20_000_000     # width × a stratum's values above which no beam runs (memory: ~160 MB a column)
+
+
 def beam_core(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, width: int, deadline=None) -> np.ndarray | None:
     """A good design of the core, not a proof: :func:`dynamic_programme`'s passes (budget, reachability) with the
     ``width`` partial designs of least reduced cost kept per stratum instead of every one. None when no kept
     design passes the feasibility test, when at most one row can break there (dominance then enumerates the
-    core exactly at the same cost), or when the deadline passes.
+    core exactly at the same cost), when a stratum's values times ``width`` exceed BEAM_CANDIDATES, or when the
+    deadline passes.
 
     Why: with two or more rows a core enumeration that finds the optimum lists every design within the budget
     (no dominance applies), ~10^6 of them on Bethel-type blocks, where the optimum lies among the few of least
@@ -543,7 +547,7 @@ def beam_core(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, width: int, deadlin
     The partial designs kept are the least in reduced cost so far: the budget and the rows' reachability
     prune as in the exact programme, so every design kept can still be completed within both."""
     tab = tabulate(prog, Om, ell, lam, n_lam, r_lo, r_hi)
-    if tab.watched.size <= 1 or tab.free.size == 0:
+    if tab.watched.size <= 1 or tab.free.size == 0 or width * int(tab.sizes.max()) > BEAM_CANDIDATES:
         return None
     cut = budget + float(tab.lam_in @ tab.tol)
     S_r, S_row, S_abs = np.zeros(1), tab.rows0[None, :].copy(), tab.abs0[None, tab.signed].copy()

@@ -112,7 +112,7 @@ class CoreSearch:
         # the cores are listed, once per incumbent (beam)
         self.beam_ok = self.linked is None and int(np.sum(prog.inequality())) >= 2 and self.cells is None
         self.beam_ub = math.inf           # the incumbent the beam search last ran for
-        self.beam_b = 0.0                 # ... and, without an incumbent, the budget
+        self.beam_b = 0.0                 # ... and the cores' budget then (it runs again once that doubled)
         self.peak = 0                     # the most partial designs a core enumeration of this search kept
         self.by_groups = "" if self.linked is None else f" in {len(self.linked.groups)} groups linked by the total"
         if self.cells is not None:
@@ -236,8 +236,7 @@ class CoreSearch:
         if inc.ub < start:
             was = f"{(start - ib.lb) / self.scale:.2e}" if math.isfinite(start) else "none"
             self.steps.append(f"beam search: incumbent {was} -> {(inc.ub - ib.lb) / self.scale:.2e} above the "
-                              f"Lagrangian bound in "
-                              f"{time.perf_counter() - t0:.2f} s")
+                              f"Lagrangian bound in {time.perf_counter() - t0:.2f} s")
 
     def group_bound(self) -> None:
         """With groups linked by the total beside relaxed rows: the join over the total of every group's designs

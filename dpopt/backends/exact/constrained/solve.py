@@ -273,9 +273,11 @@ def _without_inequality_rows(model, rel_gap, deadline, verbose, window, max_milp
         smaller.design.constraints = [c for c in model.design.constraints if c.sense == "=="]
     sol = _by_domains_alone(smaller, rel_gap, time_limit / 4.0)
     if sol is None:
-        if deadline.passed() or _clearly_binding(smaller, rows, max(deadline.left(), 1e-3)) or deadline.passed():
+        if deadline.passed() or _clearly_binding(smaller, rows, max(deadline.left(), 1e-3)):
             return None
-        time_limit = max(deadline.left(), 1e-3)
+        time_limit = deadline.left()
+        if not time_limit:
+            return None         # the check used the time left: the full model gets the grace
         with stage("the model without its inequality rows"):      # its progress lines are not the model's
             sol = solve_constrained(smaller, rel_gap, time_limit / 4.0, verbose, window, max_milp_columns,
                                     max_states)
