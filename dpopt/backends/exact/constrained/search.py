@@ -34,7 +34,8 @@ COARSE_STEP = 1e-6        # a cost lattice step (relative to the objective) HiGH
 TRACK_STEPS = 3           # the tracked join first at 1/2^TRACK_STEPS of the room between bound and incumbent
 BEAM_WIDTHS = (2_000, 20_000)   # partial designs a beam search keeps per stratum, the wider once the narrower
 #                                 found nothing better (CoreSearch.beam) ...
-BEAM_WIDE_FREE = 100      # ... on cores of at most this many free strata (wider, it found nothing better in 0.3-1.4 s)
+BEAM_WIDE_AFTER = 0.05    # ... in at most this many seconds (the time grows about with the width: on case (f)'s
+#                           14 rows a narrow beam of 0.12 s was followed by a wide one of 1.4 s that found nothing)
 BEAM_ROUNDS = 8           # beam searches at most per incumbent
 BEAM_PEAK = 10_000        # a beam search runs once a core enumeration kept this many partial designs,
 BEAM_AHEAD = 4.0          # ... over the core of this many times the budget, or the incumbent's excess if smaller
@@ -224,13 +225,12 @@ class CoreSearch:
             if b <= self.done or self.deadline.passed():
                 break       # a core of that budget was listed completely: nothing better is there
             r_lo, r_hi = reduced_ranges(self.prog, ib.Om, ib.ell, ib.n, self.core_budget_at(b))
-            if width and int(np.sum(r_hi > r_lo)) > BEAM_WIDE_FREE:
-                break
+            t1 = time.perf_counter()
             inc.offer(beam_core(self.prog, ib.Om, ib.ell, self.lam, ib.n, r_lo, r_hi, b, BEAM_WIDTHS[width],
                                 self.deadline), repair_it=False)
             if inc.ub >= self.beam_ub:
                 width += 1          # no better design at this width: a wider beam, or done
-                if width == len(BEAM_WIDTHS):
+                if width == len(BEAM_WIDTHS) or time.perf_counter() - t1 > BEAM_WIDE_AFTER:
                     break
         self.beam_ub = inc.ub
         if inc.ub < start:
