@@ -299,12 +299,13 @@ def _by_domains_alone(smaller, rel_gap, time_limit):
     :func:`_clearly_binding` costs (measured: 5 ms each on the census frame's 51 strata), so it is tried
     before that check rather than after it: a row that does not bind then costs one such solve, not two."""
     prog = program_of(smaller)
-    if prog.m == 0 or convexity(smaller, Deadline(time_limit))[0] is not True:
+    deadline = Deadline(time_limit)      # one clock for the convexity check and the solve
+    if prog.m == 0 or convexity(smaller, deadline)[0] is not True:
         return None
     groups = domain_structure(prog)
     if groups is None:
         return None
-    sol = _solve_by_domains(smaller, prog, groups, rel_gap, Deadline(time_limit))
+    sol = _solve_by_domains(smaller, prog, groups, rel_gap, deadline)
     return sol if sol is not None and sol.status == Status.OPTIMAL else None
 
 
