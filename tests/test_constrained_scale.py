@@ -1,24 +1,30 @@
 """The pieces the exact constrained route uses at scale (k = 20 000, benchmarks/bench_constrained.py --k20000),
 checked on small instances against brute force:
 
-* the multipliers' secant LP restricted to the strata whose ±1 moves cost least (block._lp_window): forced down to
-  one free stratum, every answer must still be the brute-force optimum (the restriction may weaken the bound,
-  never make it wrong);
+* the multipliers' secant LP on ⌊x⌋, ⌈x⌉ and n_λ alone (block._hull_multipliers, above LP_STRATA strata): forced on
+  every instance, every answer must still be the brute-force optimum (the narrow window may weaken the bound,
+  never make it wrong), and the multipliers it ends with maximise the integer Lagrangian dual (brute force);
 * the unit-move repair of nearly feasible points (formulations.repair.repair_integer_point, the one repair of every
   route): whatever it returns meets every row of the brute-force oracle, it reaches such a point from most
   perturbed optima, and on a fixed total it keeps the total and takes the cheapest single transfer that suffices."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
 import dpopt
+from dpopt import StratifiedDesign
 from dpopt.backends.exact.constrained import block as block_mod
 from dpopt.backends.exact.constrained import incumbent as inc_mod
+from dpopt.backends.exact.constrained.bound import integer_bound
+from dpopt.backends.exact.constrained.deadline import Deadline
+from dpopt.backends.exact.constrained.dual import solve_dual
 from dpopt.formulations.repair import repair_integer_point
 from dpopt.formulations.separable import program_of
-from test_constrained_exact import _check, _oracle, _random_instance
+from test_constrained_exact import MECHS, _alpha, _check, _oracle, _random_instance, _unit
 
 
 def _min_cost_two(rs):
@@ -35,7 +41,7 @@ def _min_cost_two(rs):
 
 
 @pytest.mark.parametrize("kind", ["linear", "precision", "min-cost"])
-def test_restricted_multiplier_lp_keeps_the_brute_force_optimum(kind, monkeypatch):
+def test_narrow_multiplier_lp_keeps_the_brute_force_optimum(kind, monkeypatch):
     monkeypatch.setattr(block_mod, "LP_STRATA", 1)
     rs = np.random.default_rng(7 + len(kind))
     outcomes = []
@@ -154,3 +160,68 @@ def test_incumbent_keeps_a_repaired_point_only_when_feasible(monkeypatch):
         else:
             sol = mc.solve()
             assert sol.status in (dpopt.Status.OPTIMAL, dpopt.Status.INFEASIBLE)
+
+
+def _dual_maximum(d, mc, mech, eps, objective):
+    """The integer Lagrangian dual's maximum of a min-cost design with one variance row, by brute force: at λ the
+    Lagrangian is separable, each stratum's least c_i·v + λ·(its variance term) over its whole range, and it is
+    concave in λ, so a golden-section search on a bracket finds its maximum."""
+    vals = np.arange(1, int(d.upper.max()) + 1)
+    T = _unit(d.N, d.sigma2_matrix, d.shares, eps, mech, np.repeat(vals[:, None], d.k, axis=1))[:, :, 0]
+    a2 = _alpha(objective, d.N, d.sigma2_matrix) ** 2 * d.variable_weights[0]
+    rhs = mc.variance_target + (float(np.sum(a2 * d.sigma2_matrix[:, 0] / d.N)) if d.fpc else 0.0)
+    inside = (vals[:, None] >= d.lower[None, :]) & (vals[:, None] <= d.upper[None, :])
+    cv = np.asarray(mc.cost, dtype=float)[None, :] * vals[:, None]
+
+    def lagrangian(lam):
+        return float(np.sum(np.where(inside, cv + lam * a2[None, :] * T, np.inf).min(axis=0))) - lam * rhs
+
+    lo, hi = 0.0, 1.0
+    for _ in range(200):           # the bracket: up to where the Lagrangian falls
+        if lagrangian(2 * hi) < lagrangian(hi):
+            break
+        hi *= 2
+    hi *= 2
+    g = (math.sqrt(5) - 1) / 2
+    for _ in range(300):
+        a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+        if lagrangian(a) < lagrangian(b):
+            lo = a
+        else:
+            hi = b
+    return lagrangian((lo + hi) / 2)
+
+
+@pytest.mark.parametrize("narrow", [False, True])
+def test_multiplier_lp_reaches_the_integer_dual_maximum(narrow, monkeypatch):
+    """The multipliers _hull_multipliers ends with give the integer Lagrangian dual's maximum (brute force above),
+    up to the safe bound's allowance, on the ±1 window and (``narrow``) on ⌊x⌋, ⌈x⌉ and n_λ alone; the continuous
+    dual's multipliers fall short of it on most instances, so the test measures the LP rounds."""
+    if narrow:
+        monkeypatch.setattr(block_mod, "LP_STRATA", 1)
+    rs = np.random.default_rng(31 + narrow)
+    below = checked = 0
+    for _ in range(25):
+        k = int(rs.integers(5, 13))
+        N = rs.integers(80, 400, size=k)
+        mech = MECHS[int(rs.integers(3))]
+        eps = float(rs.choice([0.3, 1.0, 3.0]))
+        objective = ["mean", "a-optimal"][int(rs.integers(2))]
+        d = StratifiedDesign(N, rs.uniform(0.05, 4.0, size=k), int(N.sum() // 10), eps, mechanism=mech,
+                             objective=objective, lower=np.full(k, 2), upper=np.minimum(N, 60),
+                             fpc=bool(rs.integers(2)))
+        v_lo, v_hi = d.objective_value(d.upper), d.objective_value(d.lower)      # the target between them
+        mc = d.min_cost(rs.uniform(1, 5, size=k), variance_target=v_lo + (v_hi - v_lo) * rs.uniform(0.02, 0.5))
+        prog = program_of(mc)
+        dl = Deadline(30.0)
+        res = solve_dual(prog, dl)
+        ib0 = integer_bound(prog, res.lam)
+        scale = max(abs(ib0.lb), 1e-300)
+        ib, _ = block_mod._hull_multipliers(prog, res.x, ib0, res.lam, scale, dl, 1)
+        best = _dual_maximum(d, mc, mech, eps, objective)
+        tol = 1e-9 * abs(best)
+        assert ib.lb <= best + tol                         # no multipliers bound above the maximum
+        assert ib.lb >= best - ib.tolerance - tol          # ... and these reach it
+        checked += 1
+        below += ib0.lb < best - ib0.tolerance - tol
+    assert checked == 25 and below >= 5

@@ -21,7 +21,6 @@ from .dual import DualResult, solve_dual
 from .fixing import window as window_of
 from .highs_milp import highs_solve, lp_multipliers
 from .incumbent import Incumbent, lagrangian_design
-from .inner import phi
 from .search import INFEASIBLE, CoreSearch
 from .subset import improve as improve_one_row
 
@@ -126,45 +125,47 @@ def solve_block(prog, convex, deadline, rel_gap, window, max_cols, verbose, max_
 
 
 def _best_bound(prog, convex, res: DualResult, deadline, width) -> tuple[IntegerBound, np.ndarray, float]:
-    """The integer Lagrangian bound at the dual's multipliers or, when better, at the secant LP's on the window
-    around the relaxation (its duals are the best multipliers: its value is the convex hull bound); with the
-    multipliers used and the problem's scale."""
+    """The integer Lagrangian bound at the dual's multipliers or, when better, at the secant LP's on a window
+    around the relaxation (its duals are the best multipliers for that window: its value is the convex hull bound
+    there); with the multipliers used and the problem's scale."""
     lam = res.lam
     ib = integer_bound(prog, lam)
-    w_lo, w_hi = window_of(prog, res.x, ib.n, width)
     scale = max(abs(ib.lb), abs(prog.evaluate(ib.n.astype(float))[0]), 1e-300)
     if convex and prog.m:
-        w_lo, w_hi = _lp_window(prog, ib, w_lo, w_hi)
-        lam_lp = lp_multipliers(prog, w_lo, w_hi, res.x, scale, deadline)
-        if lam_lp is not None:
-            ib_lp = integer_bound(prog, lam_lp)
-            if ib_lp.lb > ib.lb:
-                ib, lam = ib_lp, lam_lp
+        ib, lam = _hull_multipliers(prog, res.x, ib, lam, scale, deadline, width)
     return ib, lam, scale
 
 
-LP_STRATA = 2000      # strata the multipliers' secant LP keeps free at most (the rest at n_λ; module docstring)
+LP_STRATA = 2000      # above this many strata the multipliers' LP spans only ⌊x⌋, ⌈x⌉ and n_λ (_hull_multipliers)
+LP_ROUNDS = 4         # the multipliers' LP solved at most this many times, widened to each one's minimiser
 
 
-def _lp_window(prog, ib: IntegerBound, w_lo, w_hi):
-    """The window of the multipliers' secant LP with all but the LP_STRATA strata whose ±1 moves from n_λ cost
-    least (reduced cost at λ) fixed at n_λ. Those strata keep n_λ under every multiplier near λ, so the small LP
-    has (nearly) the same duals as the whole window's, at a fraction of the cost (measured at k = 20 000: the
-    whole window's LP took 2.5-4.6 s of a 5-24 s solve). Any multipliers give a valid bound (they are only
-    kept when their integer bound is better), so this affects the bound's strength, never its validity."""
-    if prog.k <= LP_STRATA:
-        return w_lo, w_hi
-    n, lo, hi = ib.n, prog.lower, prog.upper
-    here = phi(prog, ib.Om, ib.ell, n.astype(float))
-    key = np.full(prog.k, np.inf)
-    for d in (-1, 1):
-        v = n + d
-        ok = np.flatnonzero((v >= lo) & (v <= hi))
-        key[ok] = np.minimum(key[ok], phi(prog, ib.Om, ib.ell, v[ok].astype(float), ok) - here[ok])
-    keep = np.argpartition(key, LP_STRATA)[:LP_STRATA]
-    fixed = np.ones(prog.k, dtype=bool)
-    fixed[keep] = False
-    return np.where(fixed, n, w_lo), np.where(fixed, n, w_hi)
+def _hull_multipliers(prog, x, ib: IntegerBound, lam, scale, deadline, width):
+    """The multipliers of the secant LP on a window W around the relaxation x and n_λ (``width`` either side,
+    0 above LP_STRATA strata), solved again on W widened to the integer Lagrangian's minimiser at its duals while
+    that lies outside W (at most LP_ROUNDS times). The LP on W is the convex hull of the integer problem on W, so
+    its duals λ_W maximise the Lagrangian restricted to W; once the minimiser at λ_W lies in W, the Lagrangian
+    there equals the LP's value, an upper bound on every multiplier's bound: λ_W then maximises the integer
+    Lagrangian dual itself. Any multipliers give a valid bound, and the LP's are kept only when their bound is
+    better, so a window (or a round cut off by the deadline) can weaken the bound, never make it wrong.
+
+    Why: the ±1 window on 20 000 strata took 2.5-5.4 s, and restricting it to the 2 000 strata whose ±1 moves
+    cost least (as until now) left the bound 1.7e-5 (relative) below the dual's maximum on case (e) of
+    benchmarks/bench_constrained.py at k = 20 000, far above the optimum's distance from it, so no core budget
+    could close the gap in time. ⌊x⌋, ⌈x⌉ and n_λ on every stratum took 0.22 s there, and one more round on the
+    27 strata whose minimiser left it reached the maximum."""
+    lo, hi = window_of(prog, x, ib.n, width if prog.k <= LP_STRATA else 0)
+    for _ in range(LP_ROUNDS):
+        lam_lp = lp_multipliers(prog, lo, hi, x, scale, deadline)
+        if lam_lp is None:
+            break
+        ib_lp = integer_bound(prog, lam_lp)
+        if ib_lp.lb > ib.lb:
+            ib, lam = ib_lp, lam_lp
+        if np.all((ib_lp.n >= lo) & (ib_lp.n <= hi)):
+            break       # λ_W maximises the integer Lagrangian dual
+        lo, hi = np.minimum(lo, ib_lp.n), np.maximum(hi, ib_lp.n)
+    return ib, lam
 
 
 FIRST_DESIGN_TIME = 0.4   # seconds a first design may take at least (measured: 0.17 s at k = 200, loaded machine)
