@@ -9,6 +9,7 @@ dpopt module, so the models never import the formulations to ask whether a desig
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -41,6 +42,14 @@ class Row:
     @property
     def linear(self) -> bool:
         return self.W is None
+
+    @property
+    def integral(self) -> bool:
+        """Linear with integer coefficients and an integer right-hand side (the fixed total, a stratum's bound):
+        on an integer design the row's value and its distance from rhs are integers."""
+        a = self.a
+        return (self.W is None and a is not None and bool(np.all(np.isfinite(a))) and bool(np.all(a == np.round(a)))
+                and math.isfinite(self.rhs) and self.rhs == round(self.rhs))
 
 
 def used_columns(rows, J: int) -> np.ndarray:

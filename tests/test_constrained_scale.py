@@ -10,6 +10,7 @@ checked on small instances against brute force:
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -225,3 +226,43 @@ def test_multiplier_lp_reaches_the_integer_dual_maximum(narrow, monkeypatch):
         checked += 1
         below += ib0.lb < best - ib0.tolerance - tol
     assert checked == 25 and below >= 5
+
+
+def test_allowance_bounds_every_design_the_feasibility_test_accepts(monkeypatch):
+    """SeparableProgram.allowance, the most a design the feasibility test accepts can exceed each row's rhs by,
+    checked by brute force over small boxes with the tolerance raised to 0.08 (so that designs within it
+    exist): every accepted design's excess is within the allowance, on the fixed total (integral: a whole
+    number, the bound's floor), an integral row on one stratum, a cost budget with fractional costs and a
+    precision target; and some accepted designs miss the total by a whole unit, so an allowance of 0 there
+    would fail."""
+    from dpopt import feasibility
+    from dpopt.formulations import separable
+    tau = 0.08
+    monkeypatch.setattr(separable, "FEASIBILITY_TOL", tau)
+    rs = np.random.default_rng(5)
+    reached = accepted = 0
+    for _ in range(12):
+        k = int(rs.integers(2, 4))
+        N = rs.integers(20, 60, size=k)
+        d = StratifiedDesign(N, rs.uniform(0.5, 3.0, size=k), int(rs.integers(3 * k, 7 * k)), 1.0,
+                             lower=np.full(k, 2), upper=np.full(k, 9))
+        A = np.zeros((1, k))
+        A[0, 0] = -1.0
+        d.add_constraint(A, [-3.0], "<=", name="at least 3 in the first")
+        cost = rs.uniform(1.0, 3.0, size=k)
+        d.add_cost_budget(cost, float(cost @ np.full(k, 5.0)))
+        d.add_precision_target(float(d.objective_value(np.full(k, 5)) * rs.uniform(1.0, 1.3)), kind="variance")
+        prog = program_of(d)
+        allow = prog.allowance()
+        integral = np.array([r.integral for r in prog.rows])
+        assert integral.sum() == 2 and np.all(allow[integral] == np.floor(allow[integral]))
+        for n in itertools.product(*[range(2, 10)] * k):
+            n = np.array(n)
+            if not feasibility.feasible(n, prog.lower, prog.upper, prog.rows, prog.unit_matrix, tol=tau):
+                continue
+            accepted += 1
+            lhs = prog.evaluate(n.astype(float))[1]
+            over = np.where(prog.inequality(), lhs - prog.rhs(), np.abs(lhs - prog.rhs()))
+            assert np.all(over <= allow * (1 + 1e-12)), (n, over, allow)
+            reached += int(np.any(integral & (over >= 1)))
+    assert accepted > 100 and reached > 0, (accepted, reached)

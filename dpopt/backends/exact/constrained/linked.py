@@ -60,8 +60,7 @@ def linked_groups(prog: SeparableProgram) -> LinkedGroups | None:
         return None
     link = eq[0]
     r = prog.rows[link]
-    if r.W is not None or r.a is None or not (np.all(np.isfinite(r.a)) and np.all(np.abs(r.a) < 2 ** 31)
-                                              and np.all(r.a == np.round(r.a)) and r.rhs == round(r.rhs)):
+    if not (r.integral and np.all(np.abs(r.a) < 2 ** 31)):
         return None
     others = [l for l in range(prog.m) if l != link]
     if len(others) < 2:
