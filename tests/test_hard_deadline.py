@@ -123,3 +123,39 @@ def test_the_solve_without_the_inequality_rows_does_not_start_after_the_deadline
     assert kept is not None and kept.status.value == "optimal" and d.is_feasible(kept.n)
     assert kept.objective == pytest.approx(plain.objective, rel=1e-12)
     assert _without_inequality_rows(d, args[0], Deadline(0.0), *args[1:]) is None
+
+
+def test_a_resumed_block_reuses_its_bound_and_still_finds_the_brute_force_optimum(monkeypatch):
+    """A block resumed after its share of the time ran out takes up the first run's dual and multipliers
+    (block.BlockResult.bound) instead of solving them again, and the resumed search still ends at the
+    brute-force optimum: the first run is stopped before any core (its search returns at once), the second
+    resumes from it."""
+    from dpopt.backends.exact.constrained import block as B
+    from dpopt.backends.exact.constrained import search as S
+    from dpopt.backends.exact.constrained.deadline import Deadline
+    from test_constrained_exact import _oracle, _random_instance
+
+    rs = np.random.default_rng(11)
+    checked = 0
+    for _ in range(30):
+        d, mech, eps, objective = _random_instance(rs, "precision")
+        d.add_precision_target(float(d.objective_value(np.minimum(d.upper, d.lower + 2))) * 4.0, kind="variance")
+        ref = _oracle(d, mech, eps, objective)
+        if ref is None:
+            continue
+        prog = program_of(d)
+        with monkeypatch.context() as m:
+            m.setattr(S.CoreSearch, "run", lambda self: S.STOP)
+            first = B.solve_block(prog, True, Deadline(30.0), 1e-9, 1, 400_000, False)
+        assert first.bound is not None
+        calls = []
+        real = B.solve_dual
+        monkeypatch.setattr(B, "solve_dual", lambda *a, **k: calls.append(1) or real(*a, **k))
+        again = B.solve_block(prog, True, Deadline(30.0), 1e-9, 1, 400_000, False, resume=first)
+        monkeypatch.setattr(B, "solve_dual", real)
+        assert calls == [] and again.n is not None
+        best = prog.evaluate(ref[1].astype(float))[0]
+        assert again.ub == pytest.approx(best, rel=1e-9, abs=1e-12)
+        assert again.lb <= best * (1 + 1e-9) + 1e-12 and (again.ub - again.lb) <= 1e-9 * abs(again.ub) + 1e-12
+        checked += 1
+    assert checked >= 10
