@@ -32,7 +32,8 @@ class BlockResult:
     its dual value ``q`` and the multipliers ``lam``; ``infeasible`` proven (``reason``); the ``steps`` taken;
     ``budget``, ``core_bound``, ``enum_stopped_after`` (seconds its last core's enumeration ran before the limit
     stopped it; 0 when none did), ``done`` (the largest budget whose core was listed completely) and ``bound`` (the
-    integer bound at ``lam`` and the scale) for resuming a block that ran out of time; ``enumerated``: the whole box was scanned (a proof without convexity)."""
+    integer bound at ``lam`` and the scale) for resuming a block that ran out of time; ``enumerated``: the whole
+    box was scanned (a proof without convexity)."""
     x: np.ndarray
     q: float
     lam: np.ndarray
