@@ -165,9 +165,14 @@ def _hull_multipliers(prog, x, ib: IntegerBound, lam, scale, deadline, width):
     benchmarks/bench_constrained.py at k = 20 000, far above the optimum's distance from it, so no core budget
     could close the gap in time. ⌊x⌋, ⌈x⌉ and n_λ on every stratum took 0.22 s there, and one more round on the
     27 strata whose minimiser left it reached the maximum."""
-    lo, hi = window_of(prog, x, ib.n, width if prog.k <= LP_STRATA else 0)
+    narrow = prog.k > LP_STRATA
+    lo, hi = window_of(prog, x, ib.n, 0 if narrow else width)
     for _ in range(LP_ROUNDS):
-        lam_lp = lp_multipliers(prog, lo, hi, x, scale, deadline)
+        # the narrow window's LP without presolve: on a one-row design at k = 20 000 (case (b), DLap) HiGHS's
+        # presolve took 2.4 s of a 2.5 s LP that solves in 0.08 s without it (ten rows, case (e): 0.12 s for
+        # 0.16 s). The ±1 window keeps it: without, the LP's duals (the same value, another vertex) made case (f)
+        # at k = 100 take 6.5 s instead of 1.8 s and case (d) at k = 1 000 1.9 s instead of 1.3 s
+        lam_lp = lp_multipliers(prog, lo, hi, x, scale, deadline, presolve=not narrow)
         if lam_lp is None:
             break
         ib_lp = integer_bound(prog, lam_lp)

@@ -106,26 +106,27 @@ def highs_solve(milp, rel_gap, abs_gap, time_limit, verbose=False, start=None, r
     return MilpResult(name, n, info.objective_function_value * milp.obj_scale, bound, h.modelStatusToString(st))
 
 
-def lp_multipliers(prog, lo, hi, anchor, scale, deadline):
+def lp_multipliers(prog, lo, hi, anchor, scale, deadline, presolve: bool = True):
     """Row multipliers of the secant LP on ``lo..hi``: the LP is the convex hull of the integer problem there,
     so its duals maximise the integer Lagrangian dual whenever the range holds its minimisers (any λ gives a
     valid bound, so a smaller range only weakens it). None when the LP fails or ``deadline`` (a
     :class:`.deadline.Deadline`) passes before HiGHS starts: building the LP is itself work (0.3 s with HiGHS's
-    model at k = 1 000 and 51 dense rows), so HiGHS gets only the time left after it."""
+    model at k = 1 000 and 51 dense rows), so HiGHS gets only the time left after it. ``presolve``: HiGHS's
+    presolve on (unless the time left is too short for it, as on every MILP)."""
     import highspy
 
     if deadline.passed():
         return None
     milp = secant_milp(prog, lo, hi, anchor=anchor, obj_scale=scale * 1e-6)
     h = highs_model(milp, False)
-    # without presolve: on a one-row design at k = 20 000 (case (b), DLap) HiGHS's presolve took 2.4 s of a 2.5 s
-    # LP that solves in 0.08 s without it; on ten rows (case (e)) 0.12 s instead of 0.16 s
-    h.setOptionValue("presolve", "off")
+    if not presolve:
+        h.setOptionValue("presolve", "off")
     time_limit = deadline.left()
     if time_limit is not None:
         if time_limit <= 0:
             return None
         h.setOptionValue("time_limit", max(float(time_limit), 1e-3))
+        fit_presolve(h, time_limit)
     h.run()
     if h.getModelStatus() != highspy.HighsModelStatus.kOptimal or not prog.m:
         return None
