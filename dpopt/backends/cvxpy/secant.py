@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 
@@ -10,7 +11,7 @@ import numpy as np
 from ...result import Solution, Status
 from .. import _status
 from .._secant import _CVXPY_SOLVERS, _prepare, solve_outer
-from .._highs import absorb_highs_banner
+from .._highs import absorb_highs_banner, guarded_highs_objects
 
 
 def solve_cvxpy(model, **options) -> Solution:
@@ -55,7 +56,9 @@ def _solve_once(milp, prep, deadline):
         left = max(deadline - time.perf_counter(), 1e-9)
         kw = ({"scip_params": {"limits/time": left, "limits/gap": prep["gap"], **prep["solver_options"]}}
               if key == "scip" else {"time_limit": left, "mip_rel_gap": prep["gap"], **prep["solver_options"]})
-        raw = chain.solve_via_data(prob, data, warm_start=False, verbose=prep["verbose"], solver_opts=kw)
+        # cvxpy makes its own HiGHS object: it runs in a process killed past the limit (backends/_highs.py)
+        with (guarded_highs_objects(left) if key == "highs" else contextlib.nullcontext()):
+            raw = chain.solve_via_data(prob, data, warm_start=False, verbose=prep["verbose"], solver_opts=kw)
         prob.unpack_results(raw, chain, inverse)
         _status.record(prob.status)     # the solver's own reason: Solution.termination
     except cp.error.SolverError as exc:

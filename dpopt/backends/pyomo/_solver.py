@@ -40,7 +40,7 @@ from ..._validate import InvalidOption
 from ...options import DEFAULT_TIME_LIMIT, time_limit_or_default  # noqa: F401  (DEFAULT_TIME_LIMIT: re-exported)
 from ...result import Status
 from .. import _status
-from .._highs import HARD_DEADLINE_GRACE, absorb_highs_banner, arm_deadline, check_threads, new_highs, prepare_threads
+from .._highs import absorb_highs_banner, check_threads, guard_highs, new_highs, prepare_threads
 from .._output import descriptor_output
 
 #: dpopt's solver names → Pyomo factory names. The only solver names the pyomo backends accept.
@@ -304,30 +304,21 @@ def run(opt, key: str, m, options: dict, verbose: bool):
     return status_of(tc, has_point), tc, results, has_point
 
 
-
 def _hard_deadline(opt, m, time_limit) -> None:
     """Make ``time_limit`` a hard deadline for Pyomo's appsi_highs: HiGHS's own limit can be overrun, and
     Pyomo offers no outside stop. The model is handed to the solver first (``set_instance``; the solve that
-    follows finds it there and only updates it), a MIP callback on the HiGHS object it made stops the solve
-    once the limit plus :data:`HARD_DEADLINE_GRACE` has passed (:func:`dpopt.backends._highs.arm_deadline`),
-    and that stop then reads as HiGHS's time limit, so Pyomo keeps the point and the bound HiGHS had
-    (it maps an interrupt to "unknown" and drops them). No effect on another interface or without a limit."""
+    follows finds it there and only updates it), and the HiGHS object it made then runs through
+    :func:`dpopt.backends._highs.guard_highs`: in a process stopped (interrupted, then killed) once the limit
+    plus ``HARD_DEADLINE_GRACE`` has passed, that stop read as HiGHS's time limit, so Pyomo keeps the point and
+    the bound HiGHS had (it maps an interrupt to "unknown" and drops them). No effect on another interface or
+    without a limit."""
     if time_limit is None or not hasattr(opt, "set_instance"):
         return
     opt.set_instance(m)
     h = getattr(opt, "_solver_model", None)
     if h is None or not hasattr(h, "cbMipInterrupt"):
         return
-    import highspy
-
-    stopped = arm_deadline(h, time_limit, HARD_DEADLINE_GRACE)
-    real_status = h.getModelStatus
-
-    def model_status():
-        st = real_status()
-        return highspy.HighsModelStatus.kTimeLimit if stopped and st == highspy.HighsModelStatus.kInterrupt else st
-
-    h.getModelStatus = model_status       # read by Pyomo's appsi postsolve (the HiGHS object is the instance's)
+    guard_highs(h, time_limit)
 
 
 #: Pyomo hands a built model to the solver (scip_direct and appsi_highs walk every expression) before the

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ....formulations.separable import secant_milp
-from ..._highs import HARD_DEADLINE_GRACE, arm_deadline, fit_presolve, new_highs
+from ..._highs import fit_presolve, new_highs, run_highs
 from ..._status import status_of
 
 
@@ -72,8 +72,6 @@ def highs_solve(milp, rel_gap, abs_gap, time_limit, verbose=False, start=None, r
     epigraph columns); ``report(incumbent, bound)`` receives HiGHS's values in the model's units as it runs.
     ``tight``: HiGHS's feasibility tolerances at TIGHT_TOL instead of its defaults (highs_model: slower, and
     never the default, but its bound then loosens the rows by 1e-9 of their scale, not 1e-6)."""
-    import highspy
-
     h = highs_model(milp, True, verbose)
     h.setOptionValue("mip_rel_gap", float(rel_gap))
     h.setOptionValue("mip_abs_gap", float(abs_gap))
@@ -82,28 +80,21 @@ def highs_solve(milp, rel_gap, abs_gap, time_limit, verbose=False, start=None, r
         h.setOptionValue("primal_feasibility_tolerance", TIGHT_TOL)
     if time_limit is not None:
         h.setOptionValue("time_limit", max(float(time_limit), 1e-3))
-        fit_presolve(h, time_limit)     # the stop below cannot act during presolve (69 000 columns: 2.5 s past)
-    # HiGHS's own limit can be overrun (seen: minutes in its node queue): stopped from outside once the limit
-    # plus a grace has passed, and that stop reads as the time limit
-    rep = None if report is None else (lambda p, d: report(p * milp.obj_scale, d * milp.obj_scale))
-    stopped = arm_deadline(h, time_limit, HARD_DEADLINE_GRACE, rep)
     if start is not None:
         h.setSolution(milp.k, np.arange(milp.k, dtype=np.int32), np.asarray(start, dtype=float))
-    h.run()
-    st = h.getModelStatus()
-    info = h.getInfo()
-    if stopped and st == highspy.HighsModelStatus.kInterrupt:
-        name = "time_limit"
-    else:
-        name = status_of("highs", st).value     # the one HiGHS map (backends/_status.py)
+    # HiGHS's own limit can be overrun (seen: 40 minutes in its node queue): run_highs stops it from outside
+    rep = None if report is None else (lambda p, d: report(p * milp.obj_scale, d * milp.obj_scale))
+    run = run_highs(h, time_limit, rep, columns=milp.k)
+    name = status_of("highs", run.status).value     # the one HiGHS map (backends/_status.py)
+    info = run.info
     n = None
-    if info.primal_solution_status == 2 or name == "optimal":   # 2 = feasible
-        col = np.asarray(h.getSolution().col_value[:milp.k])
-        n = np.round(col).astype(np.int64)
+    if (info.primal_solution_status == 2 or name == "optimal") and run.solution.col_value.size >= milp.k:
+        n = np.round(run.solution.col_value[:milp.k]).astype(np.int64)   # 2 = feasible
     bound = info.mip_dual_bound * milp.obj_scale if name in ("optimal", "time_limit") else -math.inf
     if not math.isfinite(bound):
         bound = -math.inf
-    return MilpResult(name, n, info.objective_function_value * milp.obj_scale, bound, h.modelStatusToString(st))
+    text = h.modelStatusToString(run.status) + (" (HiGHS killed at the deadline)" if run.killed else "")
+    return MilpResult(name, n, info.objective_function_value * milp.obj_scale, bound, text)
 
 
 def lp_multipliers(prog, lo, hi, anchor, scale, deadline, presolve: bool = True):
