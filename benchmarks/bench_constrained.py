@@ -366,35 +366,34 @@ MEMORY_TARGET_MB = 1024.0                               # peak memory at k = 20 
 
 def one(case, k, mech, eps, tl) -> dict:
     """One scale instance solved in this process: time, status, gap and peak memory (MB; building the instance,
-    which solves plain designs, included). The peak is the larger of this process's and of the HiGHS processes
-    dpopt forked (``dpopt.backends._highs.run_highs``); a child's peak counts the pages it shares with this
-    process, so it bounds what both held at once."""
+    which solves plain designs, included): this process's peak plus the peak of the HiGHS worker it started
+    (``dpopt.backends._highs_run``; a separate interpreter, so the two add up)."""
     import resource
+
+    from dpopt.backends import _highs_run
 
     model = instance(case, k, mech, eps, 50 * k)
     s, t = run(model, "exact", tl)
     gap = s.certificate.gap if s.certificate is not None and s.certificate.gap is not None else math.inf
     sound = s.n is None or (model.is_feasible(s.n) and s.certificate.lower_bound <= s.objective * (1 + 1e-12))
-    try:                    # reap every child, so that its peak is counted
-        while True:
-            os.waitpid(-1, 0)
-    except ChildProcessError:
-        pass
-    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0     # Linux: kB
-    return dict(time=t, status=s.status.value, gap=gap, mb=max(_peak_mb(resource), children), sound=bool(sound))
+    workers = max((_peak_mb(resource, w.process.pid) for w in _highs_run._ALL), default=0.0)
+    return dict(time=t, status=s.status.value, gap=gap, mb=_peak_mb(resource) + workers, sound=bool(sound))
 
 
-def _peak_mb(resource) -> float:
-    """This process's peak resident memory in MB: Linux's VmHWM (the high-water mark of this process's own memory
-    since its exec). ru_maxrss is not that: Linux carries it across fork and exec, so a child of a parent that
-    had grown to 1.2 GB reported 1.2 GB whatever it used (measured in the full run); it is the fallback elsewhere."""
+def _peak_mb(resource, pid="self") -> float:
+    """A process's peak resident memory in MB (this one's by default): Linux's VmHWM (the high-water mark of the
+    process's own memory since its exec). ru_maxrss is not that: Linux carries it across fork and exec, so a child
+    of a parent that had grown to 1.2 GB reported 1.2 GB whatever it used (measured in the full run); it is the
+    fallback elsewhere (0 for another process)."""
     try:
-        with open("/proc/self/status") as f:
+        with open(f"/proc/{pid}/status") as f:
             for line in f:
                 if line.startswith("VmHWM:"):
                     return int(line.split()[1]) / 1024.0          # kB
     except OSError:
         pass
+    if pid != "self":
+        return 0.0
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0      # Linux: kB
 
 

@@ -7,6 +7,7 @@ import pytest
 
 import dpopt
 from dpopt.backends.exact.constrained import highs_milp as HM
+from highs_faults import use_faulty_worker, was_killed
 from dpopt.formulations.separable import program_of, ranges, secant_milp
 
 
@@ -23,7 +24,7 @@ def _milp(seed=0, k=40):
 
 
 def test_a_mip_past_its_deadline_is_stopped_from_outside(monkeypatch):
-    from dpopt.backends import _highs as H
+    from dpopt.backends import _highs_run as H
     d, milp = _milp()
     free = HM.highs_solve(milp, 0.0, 0.0, 100.0)
     assert free.status == "optimal"                     # the instance itself solves
@@ -34,46 +35,6 @@ def test_a_mip_past_its_deadline_is_stopped_from_outside(monkeypatch):
         assert stopped.bound <= free.objective * (1 + 1e-9)
 
 
-def _stuck_after_first_incumbent(monkeypatch, marker, seconds=60.0):
-    """HiGHS as the benchmark run found it: stuck inside its run (there: its node queue, minutes) where neither
-    its clock nor a callback is consulted; here a callback that sleeps once HiGHS has found a point, after
-    writing the id of the process it runs in to ``marker``."""
-    import os
-    import time
-
-    import highspy
-
-    real = highspy.Highs.run
-
-    def stuck(event):
-        marker.write_text(str(os.getpid()))
-        time.sleep(seconds)
-
-    def stuck_run(self):
-        self.cbMipImprovingSolution.subscribe(stuck)
-        return real(self)
-
-    monkeypatch.setattr(highspy.Highs, "run", stuck_run)
-
-
-def _was_killed(marker) -> bool:
-    """The stuck HiGHS ran in another process, which no longer runs (gone, or a zombie not yet reaped)."""
-    import os
-    import time
-
-    pid = int(marker.read_text())
-    assert pid != os.getpid()
-    for _ in range(100):
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    return True
-        except FileNotFoundError:
-            return True
-        time.sleep(0.05)
-    return False
-
-
 needs_proc = pytest.mark.skipif(not __import__("os").path.isdir("/proc/self"), reason="reads /proc")
 
 
@@ -81,15 +42,13 @@ needs_proc = pytest.mark.skipif(not __import__("os").path.isdir("/proc/self"), r
 def test_a_mip_stuck_inside_highs_is_killed_with_its_last_point_and_bound(monkeypatch, tmp_path):
     import highspy
 
-    from dpopt.backends import _highs as H
+    from dpopt.backends import _highs_run as H
     d, milp = _milp(4, k=60)
     free = HM.highs_solve(milp, 0.0, 0.0, 100.0)
     assert free.status == "optimal"
-    marker = tmp_path / "pid"
-    _stuck_after_first_incumbent(monkeypatch, marker)
-    h = HM.highs_model(milp, True)
-    run = H.run_highs(h, 0.3, columns=milp.k)
-    assert _was_killed(marker)
+    marker = use_faulty_worker(monkeypatch, tmp_path, "stick")
+    run = H.run_highs(HM.milp_arrays(milp), {"mip_rel_gap": 0.0}, 0.3, columns=milp.k)
+    assert was_killed(marker)
     assert run.killed and run.status == highspy.HighsModelStatus.kTimeLimit
     # the point HiGHS had sent before it stuck: integral, in its bounds, at the value HiGHS reported for it
     n = run.solution.col_value
@@ -100,7 +59,7 @@ def test_a_mip_stuck_inside_highs_is_killed_with_its_last_point_and_bound(monkey
     # the exact route's MILP reads it as the time limit, with that point and bound
     marker.unlink()
     res = HM.highs_solve(milp, 0.0, 0.0, 0.3)
-    assert _was_killed(marker)
+    assert was_killed(marker)
     assert res.status == "time_limit" and "killed" in res.text
     assert res.n is not None and res.objective >= free.objective * (1 - 1e-9)
     assert res.bound <= free.objective * (1 + 1e-9)
@@ -114,11 +73,10 @@ def test_a_highs_solve_stuck_inside_highs_ends_at_the_time_limit(monkeypatch, tm
     d, _ = _milp(5, k=12)
     free = d.solve(backend="exact")
     assert free.status.value == "optimal"
-    marker = tmp_path / "pid"
-    _stuck_after_first_incumbent(monkeypatch, marker)
+    marker = use_faulty_worker(monkeypatch, tmp_path, "stick")
     opts = {"solver": "highs"} if backend == "pyomo" else {}         # cvxpy's secant route runs HiGHS
     s = d.solve(backend=backend, time_limit=2.0, **opts)
-    assert _was_killed(marker)
+    assert was_killed(marker)
     assert s.status.value in ("time_limit", "feasible")      # never "error", never a claim of optimality
     assert s.certificate is not None and s.certificate.lower_bound <= free.objective * (1 + 1e-9)
     if s.n is not None:                                      # the incumbent HiGHS had, judged by dpopt

@@ -27,7 +27,7 @@ from ..options import DEFAULT_REL_GAP, DEFAULT_TIME_LIMIT, time_limit_or_default
 from ..formulations.separable import program_of, ranges, secant_milp, segments_missing
 from ..formulations.solution import solution_from
 from ..result import Solution, Status
-from ._highs import HARD_DEADLINE_GRACE     # the repair of a point may use the grace, never more
+from ._highs_run import HARD_DEADLINE_GRACE     # the repair of a point may use the grace, never more
 
 #: secants written per stratum before the first solve (a geometric grid over its range, plus its anchor)
 INITIAL_SEGMENTS = 12

@@ -11,7 +11,8 @@ import numpy as np
 from ...result import Solution, Status
 from .. import _status
 from .._secant import _CVXPY_SOLVERS, _prepare, solve_outer
-from .._highs import absorb_highs_banner, guarded_highs_objects
+from .._highs import absorb_highs_banner
+from .._highs_run import guarded_highs_objects
 
 
 def solve_cvxpy(model, **options) -> Solution:
@@ -56,8 +57,8 @@ def _solve_once(milp, prep, deadline):
         left = max(deadline - time.perf_counter(), 1e-9)
         kw = ({"scip_params": {"limits/time": left, "limits/gap": prep["gap"], **prep["solver_options"]}}
               if key == "scip" else {"time_limit": left, "mip_rel_gap": prep["gap"], **prep["solver_options"]})
-        # cvxpy makes its own HiGHS object: it runs in a process killed past the limit (backends/_highs.py)
-        with (guarded_highs_objects(left) if key == "highs" else contextlib.nullcontext()):
+        # cvxpy makes its own HiGHS object: it runs in a worker killed past the limit (backends/_highs_run.py)
+        with (guarded_highs_objects(left, prep["verbose"]) if key == "highs" else contextlib.nullcontext()):
             raw = chain.solve_via_data(prob, data, warm_start=False, verbose=prep["verbose"], solver_opts=kw)
         prob.unpack_results(raw, chain, inverse)
         _status.record(prob.status)     # the solver's own reason: Solution.termination

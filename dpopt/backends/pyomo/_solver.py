@@ -40,7 +40,8 @@ from ..._validate import InvalidOption
 from ...options import DEFAULT_TIME_LIMIT, time_limit_or_default  # noqa: F401  (DEFAULT_TIME_LIMIT: re-exported)
 from ...result import Status
 from .. import _status
-from .._highs import absorb_highs_banner, check_threads, guard_highs, new_highs, prepare_threads
+from .._highs import absorb_highs_banner, check_threads, new_highs, prepare_threads
+from .._highs_run import guard_highs
 from .._output import descriptor_output
 
 #: dpopt's solver names → Pyomo factory names. The only solver names the pyomo backends accept.
@@ -290,7 +291,7 @@ def run(opt, key: str, m, options: dict, verbose: bool):
         absorb_highs_banner()       # before the output is redirected (the banner's redirect is not re-entrant)
     with quiet_pyomo_log(), solver_output(verbose), paused_gc():
         if key == "highs":
-            _hard_deadline(opt, m, options.get("time_limit"))
+            _hard_deadline(opt, m, options.get("time_limit"), verbose)
         # SCIP's log reaches the descriptors directly (Pyomo's tee would pipe it); the others' through Pyomo
         results = opt.solve(m, load_solutions=False, tee=verbose and key != "scip", options=options)
         tc = results.solver.termination_condition
@@ -304,21 +305,21 @@ def run(opt, key: str, m, options: dict, verbose: bool):
     return status_of(tc, has_point), tc, results, has_point
 
 
-def _hard_deadline(opt, m, time_limit) -> None:
+def _hard_deadline(opt, m, time_limit, verbose: bool) -> None:
     """Make ``time_limit`` a hard deadline for Pyomo's appsi_highs: HiGHS's own limit can be overrun, and
     Pyomo offers no outside stop. The model is handed to the solver first (``set_instance``; the solve that
     follows finds it there and only updates it), and the HiGHS object it made then runs through
-    :func:`dpopt.backends._highs.guard_highs`: in a process stopped (interrupted, then killed) once the limit
-    plus ``HARD_DEADLINE_GRACE`` has passed, that stop read as HiGHS's time limit, so Pyomo keeps the point and
-    the bound HiGHS had (it maps an interrupt to "unknown" and drops them). No effect on another interface or
-    without a limit."""
+    :func:`dpopt.backends._highs_run.guard_highs`: in a worker process stopped (interrupted, then killed) once the
+    limit plus ``HARD_DEADLINE_GRACE`` has passed, that stop read as HiGHS's time limit, so Pyomo keeps the point
+    and the bound HiGHS had (it maps an interrupt to "unknown" and drops them); HiGHS's log is passed on when
+    ``verbose``. No effect on another interface or without a limit."""
     if time_limit is None or not hasattr(opt, "set_instance"):
         return
     opt.set_instance(m)
     h = getattr(opt, "_solver_model", None)
     if h is None or not hasattr(h, "cbMipInterrupt"):
         return
-    guard_highs(h, time_limit)
+    guard_highs(h, time_limit, verbose)
 
 
 #: Pyomo hands a built model to the solver (scip_direct and appsi_highs walk every expression) before the

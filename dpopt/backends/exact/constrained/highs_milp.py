@@ -9,7 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ....formulations.separable import secant_milp
-from ..._highs import fit_presolve, new_highs, run_highs
+from ..._highs import absorb_highs_banner, fit_presolve, new_highs
+from ..._highs_run import lp_of, run_highs
 from ..._status import status_of
 
 
@@ -25,11 +26,9 @@ class MilpResult:
     text: str
 
 
-def highs_model(milp, integer: bool = True, verbose: bool = False):
-    """A HiGHS instance holding a SecantMILP (its LP relaxation when ``integer`` is False)."""
-    import highspy
-
-    h = new_highs(verbose)
+def milp_arrays(milp, integer: bool = True) -> dict:
+    """A SecantMILP (its LP relaxation when ``integer`` is False) as HiGHS's model arrays
+    (:func:`dpopt.backends._highs_run.lp_arrays`' form)."""
     # HiGHS's own feasibility tolerances (1e-7 primal, 1e-6 MIP; rows scaled to magnitude 1) are kept. It refuses
     # values below 1e-10 and keeps these defaults; that is what asking for FEASIBILITY_TOL (1e-11) did until now,
     # silently, so its MILP points miss the rows by up to ~1e-6 relative. Setting 1e-10 instead made HiGHS spin
@@ -41,25 +40,21 @@ def highs_model(milp, integer: bool = True, verbose: bool = False):
     R, C, Vv, rlo, rhi = milp.to_coo()
     order = np.lexsort((R, C))
     R, C, Vv = R[order], C[order], Vv[order]
-    start = np.searchsorted(C, np.arange(ncol + 1))
-    inf = h.getInfinity()
-    lp = highspy.HighsLp()
-    lp.num_col_ = ncol
-    lp.num_row_ = rlo.size
-    lp.col_cost_ = milp.c
-    lp.col_lower_ = np.where(np.isfinite(milp.col_lo), milp.col_lo, -inf)
-    lp.col_upper_ = np.where(np.isfinite(milp.col_hi), milp.col_hi, inf)
-    lp.row_lower_ = np.where(np.isfinite(rlo), rlo, -inf)
-    lp.row_upper_ = np.where(np.isfinite(rhi), rhi, inf)
-    lp.offset_ = milp.offset
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = start
-    lp.a_matrix_.index_ = R
-    lp.a_matrix_.value_ = Vv
-    if integer:
-        lp.integrality_ = ([highspy.HighsVarType.kInteger] * milp.k
-                           + [highspy.HighsVarType.kContinuous] * (ncol - milp.k))
-    h.passModel(lp)
+    inf = math.inf      # HiGHS's infinity (kHighsInf) is IEEE infinity
+    return dict(num_col=ncol, num_row=int(rlo.size), offset=float(milp.offset), sense=1,
+                col_cost_=np.asarray(milp.c, dtype=float),
+                col_lower_=np.where(np.isfinite(milp.col_lo), milp.col_lo, -inf),
+                col_upper_=np.where(np.isfinite(milp.col_hi), milp.col_hi, inf),
+                row_lower_=np.where(np.isfinite(rlo), rlo, -inf), row_upper_=np.where(np.isfinite(rhi), rhi, inf),
+                a_format=1, a_start=np.searchsorted(C, np.arange(ncol + 1)).astype(np.int32),
+                a_index=np.asarray(R, dtype=np.int32), a_value=np.asarray(Vv, dtype=float),
+                integrality=([1] * milp.k + [0] * (ncol - milp.k)) if integer else [])
+
+
+def highs_model(milp, integer: bool = True, verbose: bool = False):
+    """A HiGHS instance holding a SecantMILP (its LP relaxation when ``integer`` is False), in this process."""
+    h = new_highs(verbose)
+    h.passModel(lp_of(milp_arrays(milp, integer)))
     return h
 
 
@@ -72,19 +67,16 @@ def highs_solve(milp, rel_gap, abs_gap, time_limit, verbose=False, start=None, r
     epigraph columns); ``report(incumbent, bound)`` receives HiGHS's values in the model's units as it runs.
     ``tight``: HiGHS's feasibility tolerances at TIGHT_TOL instead of its defaults (highs_model: slower, and
     never the default, but its bound then loosens the rows by 1e-9 of their scale, not 1e-6)."""
-    h = highs_model(milp, True, verbose)
-    h.setOptionValue("mip_rel_gap", float(rel_gap))
-    h.setOptionValue("mip_abs_gap", float(abs_gap))
+    options = {"mip_rel_gap": float(rel_gap), "mip_abs_gap": float(abs_gap)}
     if tight:
-        h.setOptionValue("mip_feasibility_tolerance", TIGHT_TOL)
-        h.setOptionValue("primal_feasibility_tolerance", TIGHT_TOL)
-    if time_limit is not None:
-        h.setOptionValue("time_limit", max(float(time_limit), 1e-3))
-    if start is not None:
-        h.setSolution(milp.k, np.arange(milp.k, dtype=np.int32), np.asarray(start, dtype=float))
-    # HiGHS's own limit can be overrun (seen: 40 minutes in its node queue): run_highs stops it from outside
+        options.update(mip_feasibility_tolerance=TIGHT_TOL, primal_feasibility_tolerance=TIGHT_TOL)
+    start_point = None if start is None else (np.arange(milp.k), np.asarray(start, dtype=float))
+    # HiGHS's own limit can be overrun (seen: 40 minutes in its node queue): run_highs runs it in a worker
+    # process killed past the limit, and that stop reads as the time limit
     rep = None if report is None else (lambda p, d: report(p * milp.obj_scale, d * milp.obj_scale))
-    run = run_highs(h, time_limit, rep, columns=milp.k)
+    absorb_highs_banner()
+    run = run_highs(milp_arrays(milp, True), options, time_limit, rep, columns=milp.k, start=start_point,
+                    verbose=verbose)
     name = status_of("highs", run.status).value     # the one HiGHS map (backends/_status.py)
     info = run.info
     n = None
@@ -93,8 +85,7 @@ def highs_solve(milp, rel_gap, abs_gap, time_limit, verbose=False, start=None, r
     bound = info.mip_dual_bound * milp.obj_scale if name in ("optimal", "time_limit") else -math.inf
     if not math.isfinite(bound):
         bound = -math.inf
-    text = h.modelStatusToString(run.status) + (" (HiGHS killed at the deadline)" if run.killed else "")
-    return MilpResult(name, n, info.objective_function_value * milp.obj_scale, bound, text)
+    return MilpResult(name, n, info.objective_function_value * milp.obj_scale, bound, run.text)
 
 
 def lp_multipliers(prog, lo, hi, anchor, scale, deadline, presolve: bool = True):
