@@ -2,7 +2,8 @@
 the hard deadline: a worker script that loads the real one and changes ``highspy.Highs.run`` so that, once HiGHS
 has found a point, it writes its process id to a marker file and then either sleeps (HiGHS stuck where neither
 its clock nor a callback is consulted, as a benchmark run found it in its node queue) or exits (a worker that
-dies in a run). ``use_faulty_worker`` points dpopt at that script and ends the workers started before."""
+dies in a run); or a worker slow to start, or one that cannot start at all. ``use_faulty_worker`` points dpopt at
+that script and ends the workers started before."""
 
 import os
 import textwrap
@@ -13,6 +14,11 @@ import os
 import time
 
 import highspy
+
+if {fault!r} == "broken":
+    raise ImportError("a worker that cannot start (say, no highspy for this Python)")
+if {fault!r} == "slow":
+    time.sleep(3.0)
 
 spec = u.spec_from_file_location("dpopt_highs_worker_real", {real!r})
 real = u.module_from_spec(spec)
@@ -25,7 +31,7 @@ def fault(event):
         f.write(str(os.getpid()))
     if {fault!r} == "stick":
         time.sleep(60.0)
-    else:
+    elif {fault!r} == "die":
         os._exit(3)
 
 
@@ -43,10 +49,11 @@ def main(argv):
 
 
 def use_faulty_worker(monkeypatch, tmp_path, fault: str):
-    """Make the workers started from now on ``fault`` ("stick" or "die") after HiGHS's first incumbent; returns
-    the marker file, which then holds the process id of the worker HiGHS ran in."""
+    """Make the workers started from now on ``fault``: "stick" or "die" after HiGHS's first incumbent, "slow"
+    to start (3 s), or "broken" (never starts). Returns the marker file, which holds the process id of the worker
+    HiGHS ran in once HiGHS has found a point."""
     from dpopt.backends import _highs_run as H
-    assert fault in ("stick", "die")
+    assert fault in ("stick", "die", "slow", "broken")
     marker = tmp_path / "pid"
     script = tmp_path / "faulty_worker.py"
     script.write_text(textwrap.dedent(_SCRIPT).format(real=H.WORKER_SCRIPT, marker=str(marker), fault=fault))

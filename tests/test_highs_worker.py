@@ -132,3 +132,28 @@ def test_the_worker_holds_no_descriptor_of_the_caller():
         os.close(read_end)
         if write_end is not None:
             os.close(write_end)
+
+
+def test_a_worker_slow_to_start_is_not_waited_for_past_the_deadline(monkeypatch, tmp_path):
+    """The run goes on in this process with the time left (none here), and the next run uses the worker once it
+    has started."""
+    use_faulty_worker(monkeypatch, tmp_path, "slow")
+    milp = _milp(13)
+    value, _ = _in_process(milp)
+    quick = HM.highs_solve(milp, 0.0, 0.0, 0.05)
+    assert quick.status in ("time_limit", "optimal")
+    assert quick.bound <= value * milp.obj_scale * (1 + 1e-9)
+    assert len(H._IDLE) == 1 and not H._IDLE[0].ready and not H._NO_WORKER     # still starting, kept
+    later = HM.highs_solve(milp, 0.0, 0.0, 60.0)
+    assert later.status == "optimal" and later.objective == pytest.approx(value * milp.obj_scale, rel=1e-9)
+    assert len(H._IDLE) == 1 and H._IDLE[0].ready
+
+
+def test_without_a_worker_highs_runs_in_this_process(monkeypatch, tmp_path):
+    use_faulty_worker(monkeypatch, tmp_path, "broken")
+    monkeypatch.setattr(H, "_NO_WORKER", [])
+    milp = _milp(14)
+    value, _ = _in_process(milp)
+    res = HM.highs_solve(milp, 0.0, 0.0, 60.0)
+    assert H._NO_WORKER and not H._ALL                   # the worker died starting and is not tried again
+    assert res.status == "optimal" and res.objective == pytest.approx(value * milp.obj_scale, rel=1e-9)

@@ -48,7 +48,9 @@ HARD_DEADLINE_GRACE = 0.5
 #: itself, before the kill would)
 INTERRUPT_GRACE = 0.125
 
-#: seconds a new worker may take to start (import numpy and highspy) before HiGHS runs in this process instead
+#: seconds a new worker may take in all to start (import numpy and highspy); a run does not wait for it past its
+#: own deadline (HiGHS then runs in this process with the time left, and the next run waits again), and a worker
+#: not started after this long is given up: HiGHS then runs in this process
 WORKER_START_LIMIT = 20.0
 
 #: the worker's script (dpopt's own file; tests put a script that makes HiGHS fail on purpose in its place)
@@ -175,16 +177,21 @@ class _Worker:
         self.jobs = Connection(jobs_out, readable=False)
         self.results = Connection(results_in, writable=False)
         self.owner = os.getpid()
-        self.ready = False
+        self.ready = self.dead = False
+        self.waited = 0.0
         _ALL.append(self)
 
     def wait_ready(self, limit: float) -> bool:
         """Wait up to ``limit`` seconds for the worker's first message (it has imported HiGHS)."""
+        import time
+
         if not self.ready:
+            began = time.monotonic()
             try:
-                self.ready = self.results.poll(limit) and self.results.recv() == ("ready",)
-            except (EOFError, OSError):
-                self.ready = False
+                self.ready = self.results.poll(max(limit, 0.0)) and self.results.recv() == ("ready",)
+            except (EOFError, OSError):     # it ended before it was ready
+                self.ready, self.dead = False, True
+            self.waited += time.monotonic() - began
         return self.ready
 
     def close(self, kill: bool) -> None:
@@ -207,24 +214,30 @@ _ALL: list = []         # every live worker of this process
 _NO_WORKER: list = []   # holds True once a worker could not be started: HiGHS then runs in this process
 
 
-def _take_worker():
-    """An idle worker of this process, or a new one; None when none can be started."""
-    while _IDLE:
+def _take_worker(wait: float):
+    """An idle worker of this process, or a new one, ready within ``wait`` seconds; None when there is none (a
+    worker still starting is kept for the next run)."""
+    worker = None
+    while _IDLE and worker is None:
         worker = _IDLE.pop()
-        if worker.owner == os.getpid():
-            return worker
-    if _NO_WORKER or os.name != "posix" or not sys.executable:
-        return None
-    try:
-        worker = _Worker()
-    except OSError:
+        if worker.owner != os.getpid():
+            worker = None
+    if worker is None:
+        if _NO_WORKER or os.name != "posix" or not sys.executable:
+            return None
+        try:
+            worker = _Worker()
+        except OSError:
+            _NO_WORKER.append(True)
+            return None
+    if worker.wait_ready(min(wait, WORKER_START_LIMIT - worker.waited)):
+        return worker
+    if worker.dead or worker.waited >= WORKER_START_LIMIT or worker.process.poll() is not None:
+        worker.close(kill=True)         # it died starting (no highspy for sys.executable?) or never started
         _NO_WORKER.append(True)
-        return None
-    if not worker.wait_ready(WORKER_START_LIMIT):
-        worker.close(kill=True)
-        _NO_WORKER.append(True)
-        return None
-    return worker
+    else:
+        _IDLE.append(worker)
+    return None
 
 
 def close_workers() -> None:
@@ -271,7 +284,7 @@ def run_highs(arrays: dict, options: dict, time_limit, report=None, columns: int
 
     called = time.monotonic()
     options = dict(options)
-    worker = None if time_limit is None else _take_worker()
+    worker = None if time_limit is None else _take_worker(float(time_limit) + HARD_DEADLINE_GRACE)
     if time_limit is not None:
         time_limit = max(float(time_limit) - (time.monotonic() - called), 1e-3)   # a worker's start counts
         options["time_limit"] = time_limit
@@ -293,7 +306,7 @@ def run_highs(arrays: dict, options: dict, time_limit, report=None, columns: int
             worker.jobs.send(job)
         except OSError:                     # an idle worker that has died since (e.g. the system's OOM killer)
             worker.close(kill=True)
-            worker = _take_worker()
+            worker = _take_worker(max(float(time_limit) - (time.monotonic() - called), 0.0) + HARD_DEADLINE_GRACE)
             if worker is None:
                 prepare_threads(options)
                 return _run_of(W.run_job(_plain_highs_class(), **job, report=report))
