@@ -162,9 +162,9 @@ class _Worker:
 
         jobs_in, jobs_out = os.pipe()
         results_in, results_out = os.pipe()
-        # the worker's file is loaded by its path with the script's folder off sys.path, so that nothing in
-        # dpopt/backends (its cvxpy, pyomo, scipy folders) stands for a package of the same name
-        code = ("import sys, importlib.util as u; del sys.path[0]; "
+        # the worker's file is loaded by its path, and the current folder ("" at the head of sys.path for -c,
+        # absent under PYTHONSAFEPATH) is taken off sys.path, so that no file there stands for numpy or highspy
+        code = ("import sys, importlib.util as u; sys.path[:] = [p for p in sys.path if p]; "
                 "s = u.spec_from_file_location('dpopt_highs_worker', sys.argv[1]); m = u.module_from_spec(s); "
                 "s.loader.exec_module(m); m.main(sys.argv[1:])")
         try:
