@@ -115,7 +115,7 @@ def check(I, model, sol, where):
         return
     assert sol.n is not None and model.is_feasible(sol.n), where
     assert I.feasible(tuple(int(v) for v in sol.n)), (where, "returned point fails the documented test")
-    assert best is not None
+    assert best is not None, (where, "a design returned where brute force finds no feasible design")
     val = I.objective_value(tuple(int(v) for v in sol.n))
     assert val >= best * (1 - 1e-12), where
     if sol.status == Status.OPTIMAL:

@@ -87,7 +87,12 @@ def test_every_design_better_than_n_init_is_inside_the_searched_box(model):
     if sol.status == "feasible" and "not proven" in sol.message:
         # only an unverified convexity may withhold the proof (checked on the model itself, not the solver's word)
         assert model.convexity_verified()[0] is not True, sol.message
-        pytest.skip("convexity not verified for this mechanism/objective")
+        # unproven, yet still judged by brute force: a feasible design no better than the true optimum
+        designs = _all_designs(model)
+        best = min(model.objective_value(n) for n in designs)
+        assert any(np.array_equal(sol.n, n) for n in designs)
+        assert model.objective_value(sol.n) >= best * (1 - 1e-12)
+        return
     assert sol.status == "optimal", sol.message
     designs = _all_designs(model)
     g = np.array([model.objective_value(n) for n in designs])

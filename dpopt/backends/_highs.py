@@ -53,9 +53,9 @@ def prepare_threads(options: dict) -> None:
         import highspy
     except ImportError:     # no HiGHS: the solve reports it
         return
-    reset = getattr(highspy.Highs, "resetGlobalScheduler", None)
-    if reset is not None:
-        reset(True)
+    from ._highs_worker import reset_scheduler
+
+    reset_scheduler(highspy.Highs)
 
 
 def _reset_after_fork() -> None:

@@ -38,7 +38,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from . import _highs_worker as W
-from ._highs import prepare_threads, presolve_fits
+from ._highs import absorb_highs_banner, presolve_fits
 
 #: seconds past ``time_limit`` by which a HiGHS run has returned whatever HiGHS does: then the worker running it
 #: is killed
@@ -143,9 +143,11 @@ def _option_values(options) -> dict:
 
 
 def _plain_highs_class():
-    """``highspy.Highs``, not the class :func:`guarded_highs_objects` puts in its place."""
+    """``highspy.Highs``, not the class :func:`guarded_highs_objects` puts in its place; every HiGHS object this
+    module makes in this process comes from here, after the process's banner is sent nowhere."""
     import highspy
 
+    absorb_highs_banner()
     cls = highspy.Highs
     while getattr(cls, "_dpopt_guarded", False):
         cls = cls.__base__
@@ -293,7 +295,6 @@ def run_highs(arrays: dict, options: dict, time_limit, report=None, columns: int
     job = dict(arrays=arrays, options=options, start=start, columns=columns, verbose=bool(verbose),
                interrupt_after=None if time_limit is None else time_limit + INTERRUPT_GRACE)
     if worker is None:
-        prepare_threads(options)
         return _run_of(W.run_job(_plain_highs_class(), **job, report=report))
     begun = time.monotonic()
     kill_at = begun + time_limit + HARD_DEADLINE_GRACE
@@ -308,7 +309,6 @@ def run_highs(arrays: dict, options: dict, time_limit, report=None, columns: int
             worker.close(kill=True)
             worker = _take_worker(max(float(time_limit) - (time.monotonic() - called), 0.0) + HARD_DEADLINE_GRACE)
             if worker is None:
-                prepare_threads(options)
                 return _run_of(W.run_job(_plain_highs_class(), **job, report=report))
             worker.jobs.send(job)
         while answer is None and failure is None:

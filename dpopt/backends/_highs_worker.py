@@ -50,6 +50,14 @@ def model_of(arrays: dict):
     return model
 
 
+def reset_scheduler(highs_class) -> None:
+    """Reset HiGHS's process-wide task scheduler, so that the next solve starts it with the ``threads`` it asks
+    for (HiGHS keeps the first solve's count otherwise)."""
+    reset = getattr(highs_class, "resetGlobalScheduler", None)
+    if reset is not None:
+        reset(True)
+
+
 def run_job(highs_class, arrays, options, start, interrupt_after, columns, verbose, send=None, report=None):
     """Build HiGHS (``highs_class``, ``highspy.Highs``) from ``arrays`` and ``options`` and run it from
     ``start`` (``(indices, values)`` or None): past ``interrupt_after`` seconds (None: never) a MIP callback
@@ -57,9 +65,7 @@ def run_job(highs_class, arrays, options, start, interrupt_after, columns, verbo
     go; without it HiGHS logs to the console when ``verbose``. ``report(primal, dual)``: HiGHS's incumbent value
     and bound as it runs. Returns :func:`answer_of`'s answer."""
     if "threads" in options:        # HiGHS's scheduler is process-wide: started again with the threads asked for
-        reset = getattr(highs_class, "resetGlobalScheduler", None)
-        if reset is not None:
-            reset(True)
+        reset_scheduler(highs_class)
     h = highs_class()
     h.setOptionValue("output_flag", False)
     h.passModel(model_of(arrays))

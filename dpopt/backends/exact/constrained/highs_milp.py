@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ....formulations.separable import secant_milp
-from ..._highs import absorb_highs_banner, fit_presolve, new_highs
+from ..._highs import fit_presolve, new_highs
 from ..._highs_run import lp_of, run_highs
 from ..._status import status_of
 
@@ -40,12 +40,12 @@ def milp_arrays(milp, integer: bool = True) -> dict:
     R, C, Vv, rlo, rhi = milp.to_coo()
     order = np.lexsort((R, C))
     R, C, Vv = R[order], C[order], Vv[order]
-    inf = math.inf      # HiGHS's infinity (kHighsInf) is IEEE infinity
+    # HiGHS's infinity (kHighsInf) is IEEE infinity, so open bounds pass as they are; sense 1 is kMinimize and
+    # format 1 kColwise (highspy's enum values)
     return dict(num_col=ncol, num_row=int(rlo.size), offset=float(milp.offset), sense=1,
-                col_cost_=np.asarray(milp.c, dtype=float),
-                col_lower_=np.where(np.isfinite(milp.col_lo), milp.col_lo, -inf),
-                col_upper_=np.where(np.isfinite(milp.col_hi), milp.col_hi, inf),
-                row_lower_=np.where(np.isfinite(rlo), rlo, -inf), row_upper_=np.where(np.isfinite(rhi), rhi, inf),
+                col_cost_=np.asarray(milp.c, dtype=float), col_lower_=np.asarray(milp.col_lo, dtype=float),
+                col_upper_=np.asarray(milp.col_hi, dtype=float), row_lower_=np.asarray(rlo, dtype=float),
+                row_upper_=np.asarray(rhi, dtype=float),
                 a_format=1, a_start=np.searchsorted(C, np.arange(ncol + 1)).astype(np.int32),
                 a_index=np.asarray(R, dtype=np.int32), a_value=np.asarray(Vv, dtype=float),
                 integrality=([1] * milp.k + [0] * (ncol - milp.k)) if integer else [])
@@ -74,7 +74,6 @@ def highs_solve(milp, rel_gap, abs_gap, time_limit, verbose=False, start=None, r
     # HiGHS's own limit can be overrun (seen: 40 minutes in its node queue): run_highs runs it in a worker
     # process killed past the limit, and that stop reads as the time limit
     rep = None if report is None else (lambda p, d: report(p * milp.obj_scale, d * milp.obj_scale))
-    absorb_highs_banner()
     run = run_highs(milp_arrays(milp, True), options, time_limit, rep, columns=milp.k, start=start_point,
                     verbose=verbose)
     name = status_of("highs", run.status).value     # the one HiGHS map (backends/_status.py)
