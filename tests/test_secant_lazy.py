@@ -94,3 +94,42 @@ def test_segments_missing_names_strata_without_a_secant_at_n():
     assert segments_missing(segs, np.array([5, 5, 9]), lo, hi) == []      # 5−1 ∈ {4}; fixed; 9 → segment 8
     assert segments_missing(segs, np.array([3, 5, 3]), lo, hi) == [0, 2]
     assert segments_missing(segs, np.array([4, 5, 8]), lo, hi) == []
+
+
+@pytest.mark.parametrize("good_round", [1, 2])
+def test_stopped_loop_answers_with_its_best_round(good_round):
+    """A loop stopped by its limit answers with the best feasible point of its rounds: here the round that is
+    not cut short returns the brute-force optimum and the other a design one unit away (feasible, worse)."""
+    import time
+
+    rs = np.random.default_rng(11)
+    N = np.array([180, 150, 210])
+    d = dpopt.StratifiedDesign(N, rs.uniform(0.5, 3.0, size=3), 60, 1.0, mechanism="laplace", objective="mean",
+                               lower=np.ones(3, dtype=int), upper=N)
+    cost = np.array([1.0, 2.0, 1.5])
+    d.add_cost_budget(cost, 1e6)                      # never binds: the optimum is the plain design's
+    ref = _oracle(d, "laplace", 1.0, "mean")
+    best = np.asarray(ref[1], dtype=np.int64)
+    worse = best.copy()
+    worse[0] -= 3
+    worse[1] += 3
+    assert d.is_feasible(worse)
+    prep, early = secant._prepare(d, {"time_limit": 60}, secant._PYOMO_SOLVERS)
+    assert early is None
+    # the optimum is not exact in the starting relaxation, so the loop goes on to a second round
+    assert segments_missing(secant.initial_segments(prep["lo"], prep["hi"], prep["anchor"]), best,
+                            prep["lo"], prep["hi"])
+    calls = []
+
+    def one_round(milp, deadline):
+        calls.append(milp)
+        first = best if good_round == 1 else worse
+        if len(calls) == 1:
+            return "optimal", first.copy(), 0.9 * ref[0], "optimal", "round 1"
+        return "time_limit", (worse if good_round == 1 else best).copy(), 0.9 * ref[0], "time_limit", "round 2"
+
+    s = secant.solve_outer(d, prep, one_round, time.perf_counter())
+    assert len(calls) == 2
+    assert s.n is not None and np.array_equal(s.n, best), (s.n, best, s.message)
+    assert s.objective == pytest.approx(ref[0], rel=1e-12)
+    assert s.status != dpopt.Status.OPTIMAL          # a bound 10 % below proves nothing

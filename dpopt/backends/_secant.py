@@ -105,10 +105,12 @@ def solve_outer(model, prep, solve_milp, t0):
     """The secant MILP with lazily generated cuts (module docstring). ``solve_milp(milp, deadline)`` runs one
     MILP by ``deadline`` (a ``time.perf_counter`` instant) and returns ``(status word, n or None, bound in the
     objective's units, termination, message)``, or a
-    Solution to return as it is (a fault). The bound kept is the best of the rounds' (each is a relaxation)."""
+    Solution to return as it is (a fault). The bound kept is the best of the rounds' (each is a relaxation); a
+    loop stopped before its proof answers with the best feasible point of its rounds."""
     prog, lo, hi = prep["prog"], prep["lo"], prep["hi"]
     segs = initial_segments(lo, hi, prep["anchor"])
     best_bound, last = -math.inf, None
+    kept = None         # (objective, n, round) of the best round's point that passes the feasibility test
     deadline = t0 + prep["time_limit"]
     rounds = 0
     while rounds < MAX_ROUNDS:
@@ -124,6 +126,10 @@ def solve_outer(model, prep, solve_milp, t0):
         if n is None and last is not None and word == "time_limit":
             n = last[1]      # stopped before this round had a point: the previous round's goes to the test
         last = (word, n, termination, message)
+        if n is not None and prog.feasible(n):
+            value = prog.evaluate(n)[0]
+            if kept is None or value < kept[0]:
+                kept = (value, n, rounds)
         if n is None or word != "optimal":
             break            # infeasible relaxation ⇒ infeasible problem; a stopped solve keeps its point
         missing = segments_missing(segs, n, lo, hi)
@@ -140,5 +146,12 @@ def solve_outer(model, prep, solve_milp, t0):
     word, n, termination, message = last
     if word == "optimal" and segments_missing(segs, n, lo, hi):
         word = "time_limit"     # the time ran out between rounds: n's value in the relaxation was not exact
+    if word != "optimal" and kept is not None and (n is None or kept[1] is not n):
+        # a stopped loop answers with the best feasible point of its rounds, not merely the last one (a round
+        # cut short by the limit can end on a poor incumbent after an earlier round found a good design)
+        value = prog.evaluate(n)[0] if n is not None and prog.feasible(n) else math.inf
+        if kept[0] < value:
+            n = kept[1]
+            message = f"design of round {kept[2]} of {rounds} (the best feasible one); last round: {message}"
     return _finish(model, prep, word, n, best_bound, prep["solver"], t0, message, termination=termination,
                    rounds=rounds, cuts=cuts)
