@@ -36,6 +36,8 @@ def fault(event):
 
 
 def faulty_run(self):
+    # HiGHS's presolve may solve a small MIP outright, with no incumbent reported: the fault is then never met
+    self.setOptionValue("presolve", "off")
     self.cbMipImprovingSolution.subscribe(fault)
     return run(self)
 
@@ -59,7 +61,18 @@ def use_faulty_worker(monkeypatch, tmp_path, fault: str):
     script.write_text(textwrap.dedent(_SCRIPT).format(real=H.WORKER_SCRIPT, marker=str(marker), fault=fault))
     H.close_workers()
     monkeypatch.setattr(H, "WORKER_SCRIPT", str(script))
+    if fault in ("stick", "die"):
+        warm_worker()
     return marker
+
+
+def warm_worker():
+    """Start a worker and wait until it is ready, so that a run with a short limit is not spent starting one (a
+    worker's start counts against the run's limit; it took 0.25 s on a slow machine, most of a 0.3 s limit)."""
+    from dpopt.backends import _highs_run as H
+    worker = H._take_worker(30.0)
+    assert worker is not None, "no HiGHS worker could be started"
+    H._IDLE.append(worker)
 
 
 def was_killed(marker) -> bool:

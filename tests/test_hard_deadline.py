@@ -7,7 +7,7 @@ import pytest
 
 import dpopt
 from dpopt.backends.exact.constrained import highs_milp as HM
-from highs_faults import use_faulty_worker, was_killed
+from highs_faults import use_faulty_worker, warm_worker, was_killed
 from dpopt.formulations.separable import program_of, ranges, secant_milp
 
 
@@ -58,6 +58,7 @@ def test_a_mip_stuck_inside_highs_is_killed_with_its_last_point_and_bound(monkey
     assert run.info.mip_dual_bound <= free.objective / milp.obj_scale * (1 + 1e-9)
     # the exact route's MILP reads it as the time limit, with that point and bound
     marker.unlink()
+    warm_worker()                                       # (the stuck one was killed)
     res = HM.highs_solve(milp, 0.0, 0.0, 0.3)
     assert was_killed(marker)
     assert res.status == "time_limit" and "killed" in res.text
@@ -73,6 +74,9 @@ def test_a_highs_solve_stuck_inside_highs_ends_at_the_time_limit(monkeypatch, tm
     d, _ = _milp(5, k=12)
     free = d.solve(backend="exact")
     assert free.status.value == "optimal"
+    # the interface imported first: its import counts against the limit, and on a slow machine it took most of it,
+    # so that HiGHS stopped by its own clock before it had a point (the fault is met at HiGHS's first point)
+    __import__("pyomo.environ" if backend == "pyomo" else "cvxpy")
     marker = use_faulty_worker(monkeypatch, tmp_path, "stick")
     opts = {"solver": "highs"} if backend == "pyomo" else {}         # cvxpy's secant route runs HiGHS
     s = d.solve(backend=backend, time_limit=2.0, **opts)

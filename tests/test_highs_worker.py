@@ -157,3 +157,47 @@ def test_without_a_worker_highs_runs_in_this_process(monkeypatch, tmp_path):
     res = HM.highs_solve(milp, 0.0, 0.0, 60.0)
     assert H._NO_WORKER and not H._ALL                   # the worker died starting and is not tried again
     assert res.status == "optimal" and res.objective == pytest.approx(value * milp.obj_scale, rel=1e-9)
+
+
+def test_guarded_objects_per_thread_and_overlapping_blocks():
+    """cvxpy's HiGHS objects are guarded only inside a block, only in the thread that opened it; two threads'
+    blocks that overlap (A opens, B opens, A closes, B closes) leave B guarded to its end and the real class in
+    place after both."""
+    import threading
+    import highspy
+
+    real = highspy.Highs
+    step = {name: threading.Event() for name in ("a_open", "b_open", "a_closed", "outside_made")}
+    made = {}
+
+    def guarded(h):
+        return "run" in vars(h)      # guard_highs replaces the instance's run (and the getters)
+
+    def thread_a():
+        with H.guarded_highs_objects(5.0, False):
+            step["a_open"].set()
+            step["b_open"].wait(10)
+            made["a"] = guarded(highspy.Highs())
+            step["outside_made"].wait(10)
+        step["a_closed"].set()
+
+    def thread_b():
+        step["a_open"].wait(10)
+        with H.guarded_highs_objects(5.0, False):
+            step["b_open"].set()
+            step["a_closed"].wait(10)
+            made["b_after_a"] = guarded(highspy.Highs())
+
+    def outside():
+        step["b_open"].wait(10)
+        made["outside"] = guarded(highspy.Highs())      # no block in this thread
+        step["outside_made"].set()
+
+    threads = [threading.Thread(target=f) for f in (thread_a, thread_b, outside)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert made == {"a": True, "outside": False, "b_after_a": True}
+    assert highspy.Highs is real
+    assert not guarded(highspy.Highs())

@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -382,24 +383,44 @@ def guard_highs(h, time_limit, verbose: bool | None = None) -> None:
     h.getRunTime = lambda: last[0].run_time
 
 
+# guarded_highs_objects' state: one replacement class for the process while any block is open (counted under
+# the lock), and per thread the limits of its open blocks, so that only objects made inside a block are guarded
+_GUARDS = threading.local()
+_GUARD_LOCK = threading.Lock()
+_GUARD_STATE = {"open": 0, "real": None}
+
+
 @contextmanager
 def guarded_highs_objects(time_limit, verbose: bool | None = None):
-    """Within the block, every ``highspy.Highs`` object made (by an interface that makes its own, cvxpy's HIGHS)
-    runs through :func:`guard_highs` with ``time_limit`` and ``verbose``. The block must not run other HiGHS
-    solves beside it (``highspy.Highs`` is replaced for the process while it lasts)."""
+    """Within the block, every ``highspy.Highs`` object this thread makes (by an interface that makes its own,
+    cvxpy's HIGHS) runs through :func:`guard_highs` with ``time_limit`` and ``verbose``. ``highspy.Highs`` is
+    replaced for the process while any block is open; objects made by other threads outside a block stay plain,
+    and the real class comes back when the last block closes (blocks may nest and overlap across threads)."""
     import highspy
 
-    real = highspy.Highs
+    with _GUARD_LOCK:
+        if _GUARD_STATE["open"] == 0:
+            real = highspy.Highs
 
-    class GuardedHighs(real):
-        _dpopt_guarded = True
+            class GuardedHighs(real):
+                _dpopt_guarded = True
 
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            guard_highs(self, time_limit, verbose)
+                def __init__(self, *args, **kwargs):
+                    super().__init__(*args, **kwargs)
+                    mine = getattr(_GUARDS, "limits", None)
+                    if mine:
+                        guard_highs(self, *mine[-1])
 
-    highspy.Highs = GuardedHighs
+            _GUARD_STATE["real"] = real
+            highspy.Highs = GuardedHighs
+        _GUARD_STATE["open"] += 1
+    limits = _GUARDS.__dict__.setdefault("limits", [])
+    limits.append((time_limit, verbose))
     try:
         yield
     finally:
-        highspy.Highs = real
+        limits.pop()
+        with _GUARD_LOCK:
+            _GUARD_STATE["open"] -= 1
+            if _GUARD_STATE["open"] == 0:
+                highspy.Highs = _GUARD_STATE["real"]
