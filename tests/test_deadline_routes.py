@@ -52,12 +52,17 @@ def _summary(backend, time_limit, k=200, **options):
 
 @pytest.mark.parametrize("limit", [1e-3, 1.0])
 def test_exact_stops_at_a_small_limit_with_a_point_and_a_bound(limit):
-    # (1e-3 s: the limit comes before the dual has converged; the first design and its bound come from the
-    # solve's grace after the limit, .deadline.GRACE)
+    # (1e-3 s: the limit comes before the dual has converged; a first design and its bound may still come from
+    # the solve's grace after the limit, .deadline.GRACE, 0.5 s: on a machine 2.5x slower than the one this was
+    # written on, the first design of this instance came 0.51 s after the start, so there the answer is an honest
+    # time limit without a point; with 1 s the design must be there)
     status, n, obj, lb, ref_obj, ref_ok, msg = run_bounded(_summary, "exact", limit, timeout=90)
     assert ref_ok                                   # the oracle's point meets every row
     assert status == "time_limit", msg              # (the instance takes over 20 s to prove on this machine)
     d, _ = _combined()
+    if n is None and limit < 0.5:
+        assert obj is None or not math.isfinite(obj), msg     # no design: no objective claimed either
+        return
     assert n is not None and d.is_feasible(n)
     assert lb is not None and math.isfinite(lb)
     assert lb <= obj * (1 + 1e-12) and lb <= ref_obj * (1 + 1e-12)    # a bound below every feasible design
