@@ -99,7 +99,7 @@ def test_segments_missing_names_strata_without_a_secant_at_n():
 @pytest.mark.parametrize("good_round", [1, 2])
 def test_stopped_loop_answers_with_its_best_round(good_round):
     """A loop stopped by its limit answers with the best feasible point of its rounds: here the round that is
-    not cut short returns the brute-force optimum and the other a design one unit away (feasible, worse)."""
+    not cut short returns the brute-force optimum and the other a design three units away (feasible, worse)."""
     import time
 
     rs = np.random.default_rng(11)
