@@ -47,6 +47,9 @@ def test_time_limit_is_honoured_by_the_scan():
     m = SampleSizeProgram(2_000_000, 1.0, 1.0, sensitivity=lambda n: 1.0 + 0 * np.asarray(n))
     sol = m.solve(method="scan", time_limit=1e-9)
     assert sol.status == "time_limit" and sol.n is not None
+    # the point the stopped scan returns is a real design, valued as the independent V_n values it
+    assert 1 <= sol.n <= 2_000_000
+    assert sol.objective == pytest.approx(v_n(2_000_000, 1.0, 1.0, 1.0, int(sol.n)), rel=1e-12)
 
 
 def test_constant_population_is_refused_naming_it():

@@ -146,12 +146,11 @@ def solve_outer(model, prep, solve_milp, t0):
     word, n, termination, message = last
     if word == "optimal" and segments_missing(segs, n, lo, hi):
         word = "time_limit"     # the time ran out between rounds: n's value in the relaxation was not exact
-    if word != "optimal" and kept is not None and (n is None or kept[1] is not n):
+    if word != "optimal" and kept is not None and kept[1] is not n:
         # a stopped loop answers with the best feasible point of its rounds, not merely the last one (a round
-        # cut short by the limit can end on a poor incumbent after an earlier round found a good design)
-        value = prog.evaluate(n)[0] if n is not None and prog.feasible(n) else math.inf
-        if kept[0] < value:
-            n = kept[1]
-            message = f"design of round {kept[2]} of {rounds} (the best feasible one); last round: {message}"
+        # cut short by the limit can end on a poor incumbent after an earlier round found a good design); kept
+        # is not the last point only when that one is missing, infeasible or no better
+        n = kept[1]
+        message = f"design of round {kept[2]} of {rounds} (the best feasible one); last round: {message}"
     return _finish(model, prep, word, n, best_bound, prep["solver"], t0, message, termination=termination,
                    rounds=rounds, cuts=cuts)
