@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
 
 from .io import modelfile
@@ -46,7 +48,35 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+#: main()'s status for a command stopped by Ctrl-C (the shell's 128 + SIGINT)
+INTERRUPTED = 130
+
+
+def run() -> None:
+    """The ``dpopt`` command (and ``python -m dpopt.cli``): :func:`main`, then exit with its status. A command
+    stopped by Ctrl-C prints its one line, cleans up as any exit does, and then ends *by SIGINT* (the shell shows
+    status 130). A shell waiting on a program checks how it ended: a program that exits normally is taken to
+    have handled the Ctrl-C, so a script's loop over model files would go on to the next one. Ending by SIGINT
+    is also the one outcome CPython guarantees under ``-m``: an interrupt that lands inside code run from a
+    string (a dataclass or namedtuple being built during an import) marks it unhandled for good, and the
+    process then kills itself with SIGINT after a clean ``sys.exit(130)``."""
+    code = main()
+    if code == INTERRUPTED and os.name == "posix" and hasattr(signal, "SIGINT"):
+        # an uncaught KeyboardInterrupt makes Python finish normally (atexit, flushed streams), then re-raise
+        # SIGINT on itself with the default action; its traceback is not shown: the one line was printed
+        sys.excepthook = _no_traceback_for_interrupt
+        raise KeyboardInterrupt
+    sys.exit(code)
+
+
+def _no_traceback_for_interrupt(kind, value, tb) -> None:
+    if not issubclass(kind, KeyboardInterrupt):
+        sys.__excepthook__(kind, value, tb)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command (``argv``: the arguments after ``dpopt``; None: ``sys.argv[1:]``) and return its exit
+    status: 0 done, 1 no answer, 2 bad input, :data:`INTERRUPTED` stopped by Ctrl-C."""
     import logging
 
     # the CLI reports every outcome itself (one line on errors); Pyomo's own log would be a second channel,
@@ -101,7 +131,7 @@ def _run(args) -> int:
             return cli_frames.run_design(args) if args.command == "design" else cli_frames.run_release(args)
     except KeyboardInterrupt:      # raised by a backend or a solver that caught SIGINT: stop, one line
         print("dpopt: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED
     except (modelfile.ModelFileError, ValueError, TypeError, ImportError) as exc:
         print(f"dpopt: error: {_one_line(exc)}", file=sys.stderr)
         return 2
@@ -203,4 +233,4 @@ def _plot(args) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    run()

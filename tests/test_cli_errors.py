@@ -1,5 +1,6 @@
 """Issue 14 items 7, 11 and 12 (CLI): every failure is one ``dpopt: error:`` line with exit code 2 naming the
-file or the key; an interrupt is one line with exit code 130; ``dpopt solve`` takes ``--solver`` and the
+file or the key; an interrupt is one line, and the process then ends by SIGINT (status 130 in a shell;
+``main()`` returns 130); ``dpopt solve`` takes ``--solver`` and the
 ``backend:solver`` spelling of compare and says which external solver runs for how long."""
 
 import os
@@ -207,12 +208,61 @@ def _interrupt(argv, wait_for: str, tmp_path, delay=1.5, timeout=120):
     return proc.returncode, out, "".join(err_lines)
 
 
+_STOPPED_IN = {
+    # where the interrupt lands: plain code, or code CPython runs from a string (a dataclass or namedtuple
+    # being built while a solver's modules are imported), which marks the interrupt unhandled for the whole
+    # process even after the CLI has caught it
+    "plain code": "raise KeyboardInterrupt",
+    "code run from a string": "exec('raise KeyboardInterrupt')",
+}
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGINT") or sys.platform.startswith("win"), reason="POSIX signals")
+@pytest.mark.parametrize("where", sorted(_STOPPED_IN))
+@pytest.mark.parametrize("how", ["-m", "console script"])
+def test_an_interrupted_command_ends_by_sigint_after_one_line(tmp_path, where, how):
+    """The process ends the same way wherever the interrupt lands: one line, cleanup, then death by SIGINT,
+    which is what a shell's script loop needs to stop. (With ``sys.exit(130)`` it ended with 130 when the
+    interrupt landed in plain code but by SIGINT under ``-m`` when it landed in code run from a string.)"""
+    (tmp_path / "stub_cli.py").write_text(
+        "import atexit, sys\n"
+        "import dpopt.cli as cli\n"
+        "atexit.register(lambda: print('cleaned up', file=sys.stderr))\n"
+        "def stopped(args):\n"
+        f"    {_STOPPED_IN[where]}\n"
+        "cli._solve = stopped\n"
+        + ("cli.run()\n" if how == "-m" else
+           "from importlib.metadata import entry_points\n"
+           "(ep,) = [e for e in entry_points(group='console_scripts') if e.name == 'dpopt']\n"
+           "sys.exit(ep.load()())\n"))
+    model = MODELS / "chen_s54_k10_eta1e4.toml"
+    argv = [sys.executable, "-m", "stub_cli"] if how == "-m" else [sys.executable, str(tmp_path / "stub_cli.py")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(Path(dpopt.__file__).parents[1])])}
+    proc = subprocess.run([*argv, "solve", str(model)], capture_output=True, text=True, cwd=tmp_path, env=env,
+                          timeout=120, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert proc.returncode == -signal.SIGINT, (proc.returncode, proc.stderr[-2000:])
+    assert proc.stderr.strip().splitlines() == ["dpopt: interrupted", "cleaned up"], proc.stderr[-2000:]
+    assert proc.stdout == ""
+
+
+def test_main_returns_130_when_interrupted(monkeypatch, capsys):
+    """From Python, main() reports an interrupt as a status and does not end the process."""
+    import dpopt.cli as cli
+
+    def stopped(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_solve", stopped)
+    assert cli.main(["solve", str(MODELS / "chen_s54_k10_eta1e4.toml")]) == cli.INTERRUPTED == 130
+    assert capsys.readouterr().err.strip() == "dpopt: interrupted"
+
+
 @pytest.mark.skipif(not hasattr(signal, "SIGINT") or sys.platform.startswith("win"), reason="POSIX signals")
 def test_sigint_during_a_highs_milp_stops_with_one_line(tmp_path):
     pytest.importorskip("highspy")
     code, out, err = _interrupt(["solve", str(MODELS / "chen_s54_k10_eta1e4.toml"), "--backend", "pyomo:highs"],
                                 "solving with pyomo", tmp_path, delay=1.0)
-    assert code == 130, (code, err[-2000:], out[-2000:])
+    assert code == -signal.SIGINT, (code, err[-2000:], out[-2000:])
     assert err.strip().splitlines()[-1] == "dpopt: interrupted"
     assert "Traceback" not in err and out == ""
 
@@ -226,6 +276,6 @@ def test_sigint_during_compare_stops_the_command(tmp_path):
     (tmp_path / "schools.toml").write_text('family = "hierarchy"\nepsilon_total = 0.01\ntree_csv = "schools.csv"\n')
     code, out, err = _interrupt(["compare", "schools.toml", "--backends", "exact", "pyomo"], "pyomo ...", tmp_path,
                                 delay=4.0)          # past the model build: inside SCIP
-    assert code == 130, (code, err[-2000:], out[-2000:])
+    assert code == -signal.SIGINT, (code, err[-2000:], out[-2000:])
     assert err.strip().splitlines()[-1].endswith("dpopt: interrupted")
     assert "Traceback" not in err and out == ""
