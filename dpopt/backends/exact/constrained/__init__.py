@@ -36,8 +36,8 @@ Modules, in the order a solve runs them:
 * :mod:`.dual` — step 1, the Lagrangian dual (:class:`~.dual.DualResult`);
 * :mod:`.bound` — step 2, the safe integer Lagrangian bound (:class:`~.bound.IntegerBound`);
 * :mod:`.fixing` — reduced-cost fixing (the core of a budget) and the LP window;
-* :mod:`.subset` — one-row blocks: a point within the gap of the bound (repair and meet-in-the-middle over
-  near-tie moves) before any core is listed;
+* :mod:`.subset` — one-row blocks (the row alone or beside the total): a point within the gap of the bound
+  (repair and meet-in-the-middle over near-tie moves) before any core is listed;
 * :mod:`.search` — step 3's budget loop over cores (on a cost lattice, bounds rounded up to it,
   :func:`.bound.lattice_bound`);
 * :mod:`.cores` — the core enumeration (one dynamic programme and chunk loop; :class:`~.cores.CoreResult`);

@@ -1,6 +1,7 @@
-"""A primal heuristic for blocks with one inequality row (a min-cost design under one variance bound, or one
-domain's target in a min-cost design): a feasible design whose objective is within ``rel_gap`` of the integer
-Lagrangian bound, when one exists near it. It proves nothing itself: the certificate stays the bound's.
+"""A primal heuristic for blocks with one inequality row, alone or beside the fixed total Σ n = η (a min-cost design
+under one variance bound, one domain's target in a min-cost design, a cost budget on a design of fixed size): a
+feasible design whose objective is within ``rel_gap`` of the integer Lagrangian bound, when one exists near it. It
+proves nothing itself: the certificate stays the bound's.
 
 Why it is needed (docs/constrained.md, "One row: knapsack gaps"): with one row, every feasible n has
 f(n) = LB + Σ_i r_i(n_i) + λ·s(n), and at the best multiplier λ many strata have a neighbour n_λ,i ± 1 whose
@@ -14,10 +15,13 @@ Steps, each bounded: (1) from n_λ, a greedy repair adds the cheapest variance p
 row holds; (2) rounds of meet-in-the-middle over the ``2·half`` strata whose ±1 moves cost least: each half's
 3^half combinations of {−1, 0, +1} are listed with their objective and row changes, one half sorted by row
 change with the running minimum of its objective change, and for every combination of the other half the best
-partner that keeps the row within its right-hand side is found by binary search. A round that finds nothing
-better draws half its strata from the next POOL near-ties (seeded: a solve is reproducible); the search gives
-up after MAX_STALLED such rounds in a row (MAX_STALLED_FAR while the gap is above NEAR·rel_gap = 1e-7 by default, where the
-optimum is likely not near the bound and the cores are the faster proof). Every point is checked by the one
+partner that keeps the row within its right-hand side is found by binary search (with a total, only among the
+partners whose units cancel the first half's, so that Σ n stays η). With a total, the start is the Lagrangian
+minimiser moved onto the total by marginal allocation, repaired onto the row by the one repair of every route
+(:class:`.incumbent.Incumbent`). A round that finds nothing better draws half its strata from the next POOL
+near-ties (seeded: a solve is reproducible); the search gives up after MAX_STALLED such rounds in a row
+(MAX_STALLED_FAR while the gap is above NEAR·rel_gap = 1e-7 by default, where the optimum is likely not near the
+bound and the cores are the faster proof). Every point is checked by the one
 feasibility test (:class:`.incumbent.Incumbent`)."""
 
 from __future__ import annotations
@@ -46,14 +50,26 @@ USE_ALLOWANCE = 0.999  # share of the feasibility test's allowance the subset se
 
 
 def applies(prog) -> bool:
-    """One inequality row and nothing else (the route this heuristic serves)."""
-    return prog.m == 1 and bool(prog.inequality()[0])
+    """One inequality row, alone or beside the total Σ n = η (the routes this heuristic serves)."""
+    ineq = prog.inequality()
+    return int(np.sum(ineq)) == 1 and prog.m <= 2 and all(r.kind == "total" for r, q in zip(prog.rows, ineq) if not q)
+
+
+def _row(prog) -> int:
+    """The position of the one inequality row."""
+    return int(np.flatnonzero(prog.inequality())[0])
+
+
+def _total(prog) -> int | None:
+    """η of the total row (None without one)."""
+    eq = np.flatnonzero(~prog.inequality())
+    return int(round(prog.rows[int(eq[0])].rhs)) if eq.size else None
 
 
 def _terms(prog, n):
     """Per stratum at n (an integer vector of the block): objective and row contributions."""
     g, f = unit_terms(prog, n)
-    return f, g[:, 0]
+    return f, g[:, _row(prog)]
 
 
 def _move_table(prog, n, idx, deltas):
@@ -70,7 +86,7 @@ def _move_table(prog, n, idx, deltas):
         x = v[ok].astype(float)
         T = prog.unit_matrix(x, sel)
         df[ok, c] = prog.row_terms(prog.objective, T, x, sel) - f0[sel]
-        dg[ok, c] = prog.row_terms(prog.rows[0], T, x, sel) - g0[sel]
+        dg[ok, c] = prog.row_terms(prog.rows[_row(prog)], T, x, sel) - g0[sel]
     return df, dg
 
 
@@ -78,7 +94,7 @@ def repair(prog, n, deadline) -> np.ndarray | None:
     """From ``n``, add units where they buy the most row decrease per unit of objective until the row holds
     (None when even that cannot reach it within the passes)."""
     n = n.copy()
-    rhs = float(prog.rows[0].rhs)
+    rhs = float(prog.rows[_row(prog)].rhs)
     idx = np.arange(prog.k)
     for _ in range(_REPAIR_PASSES):
         _, g0 = _terms(prog, n)
@@ -124,14 +140,16 @@ def improve(prog, ib, inc: Incumbent, lb: float, rel_gap: float, deadline) -> No
     """Offer ``inc`` designs within ``rel_gap`` of ``lb`` (module docstring); stops as soon as one is found."""
     if not applies(prog):
         return
-    start = inc.n if inc.found else repair(prog, ib.n, deadline)
-    inc.offer(start)
+    eta = _total(prog)
+    if not inc.found:
+        inc.offer(repair(prog, ib.n, deadline) if eta is None else _on_total(prog, ib, eta))
     if not inc.found:
         return
     # the feasibility test accepts a row up to rhs + allowance (docs/constrained.md, "Feasibility and safe
     # bounds") and the bound LB holds over that set, so the subset search aims at the same set (a whisker
     # inside it, for rounding); offer() applies the test itself
-    rhs = float(prog.rows[0].rhs) + USE_ALLOWANCE * float(prog.allowance()[0])
+    row = _row(prog)
+    rhs = float(prog.rows[row].rhs) + USE_ALLOWANCE * float(prog.allowance()[row])
     per_round = 2 * HALF
     stalled = 0
     rng = np.random.default_rng(0)
@@ -171,30 +189,60 @@ def improve(prog, ib, inc: Incumbent, lb: float, rel_gap: float, deadline) -> No
         h = idx.size // 2
         FL, GL, CL = _combinations(df[:h], dg[:h])
         FR, GR, CR = _combinations(df[h:], dg[h:])
-        order = np.argsort(GR, kind="stable")
-        GR, FR, CR = GR[order], FR[order], CR[order]
-        run = np.minimum.accumulate(FR)
-        arg = np.zeros(run.size, dtype=np.int64)
-        new = np.concatenate([[True], FR[1:] < run[:-1]])
-        arg[new] = np.flatnonzero(new)
-        arg = np.maximum.accumulate(arg)              # position of the running minimum
-        # the right half's combination with the least objective change among those with row change ≤ room
-        room = slack - GL
-        pos = np.searchsorted(GR, room, side="right") - 1
-        ok = (pos >= 0) & np.isfinite(FL)
-        if not np.any(ok):
-            stalled += 1
-            continue
-        total = np.where(ok, FL + run[np.maximum(pos, 0)], np.inf)
-        best = int(np.argmin(total))
-        if not total[best] < 0:
+        best, partner = _best_pair(FL, GL, CL, FR, GR, CR, slack, with_total=eta is not None)
+        if best is None:
             stalled += 1
             continue
         cand = n.copy()
         cand[idx[:h]] += CL[best].astype(np.int64) - 1
-        cand[idx[h:]] += CR[arg[pos[best]]].astype(np.int64) - 1
+        cand[idx[h:]] += CR[partner].astype(np.int64) - 1
         inc.offer(cand)
         stalled = 0 if inc.ub < had else stalled + 1
+
+
+def _best_pair(FL, GL, CL, FR, GR, CR, slack, with_total: bool):
+    """The pair (left combination, right combination) of least summed objective change below zero whose summed
+    row change is at most ``slack`` (and, ``with_total``, whose units cancel); (None, None) when there is none.
+    Per group of right combinations (one group without a total, one per unit change with it): sorted by row
+    change with the running minimum of the objective change, searched by binary search for each left one."""
+    units_l = CL.sum(axis=1, dtype=np.int64) - CL.shape[1] if with_total else np.zeros(FL.size, dtype=np.int64)
+    units_r = CR.sum(axis=1, dtype=np.int64) - CR.shape[1] if with_total else np.zeros(FR.size, dtype=np.int64)
+    order = np.lexsort((GR, units_r))
+    GR, FR, units_r = GR[order], FR[order], units_r[order]
+    bounds = np.flatnonzero(np.concatenate([[True], units_r[1:] != units_r[:-1], [True]]))
+    best_val, best_l, best_r = 0.0, None, None
+    for s0, s1 in zip(bounds[:-1], bounds[1:]):
+        left = np.flatnonzero((units_l == -units_r[s0]) & np.isfinite(FL))
+        if left.size == 0:
+            continue
+        g, f = GR[s0:s1], FR[s0:s1]
+        run = np.minimum.accumulate(f)
+        arg = np.zeros(run.size, dtype=np.int64)
+        new = np.concatenate([[True], f[1:] < run[:-1]])
+        arg[new] = np.flatnonzero(new)
+        arg = np.maximum.accumulate(arg)              # position of the running minimum
+        # the group's combination with the least objective change among those with row change ≤ room
+        pos = np.searchsorted(g, slack - GL[left], side="right") - 1
+        ok = pos >= 0
+        if not np.any(ok):
+            continue
+        value = np.where(ok, FL[left] + run[np.maximum(pos, 0)], np.inf)
+        j = int(np.argmin(value))
+        if value[j] < best_val:
+            best_val, best_l, best_r = float(value[j]), int(left[j]), int(order[s0 + arg[pos[j]]])
+    return best_l, best_r
+
+
+def _on_total(prog, ib, eta):
+    """The Lagrangian minimiser n_λ moved onto Σ n = η by marginal allocation on φ (None when that fails)."""
+    from ..stratified import fill_to_total
+    from .inner import increments
+
+    if not int(prog.lower.sum()) <= eta <= int(prog.upper.sum()):
+        return None
+    out = fill_to_total(ib.n.astype(np.int64).copy(), eta, prog.lower, prog.upper,
+                        lambda m, idx: increments(prog, ib.Om, ib.ell, m, idx), 64)
+    return None if out is None else out[0]
 
 
 def _near_ties(prog, ib, n):
