@@ -112,14 +112,21 @@ def lagrangian_design(prog, x, deadline) -> np.ndarray | None:
 
 
 def _on_total(prog, lam, eta):
-    """The integer minimiser of the Lagrangian at ``lam`` moved onto Σ n = η (None: no total) by marginal
-    allocation on φ (:func:`..stratified.fill_to_total`, at most 64 rounds)."""
-    from ..stratified import fill_to_total
-    from .inner import increments, inner_integer
+    """The integer minimiser of the Lagrangian at ``lam`` moved onto Σ n = η (None: no total) by
+    :func:`onto_total`."""
+    from .inner import inner_integer
 
     Om, ell = prog.combine(lam)
     n = inner_integer(prog, Om, ell)
-    if eta is None:
-        return n
-    out = fill_to_total(n, eta, prog.lower, prog.upper, lambda m, idx: increments(prog, Om, ell, m, idx), 64)
+    return n if eta is None else onto_total(prog, Om, ell, n, eta)
+
+
+def onto_total(prog, Om, ell, n, eta):
+    """A copy of ``n`` moved onto Σ n = η by marginal allocation on the Lagrangian's terms φ (``Om``, ``ell``;
+    :func:`..stratified.fill_to_total`, at most 64 rounds), or None when that does not reach it."""
+    from ..stratified import fill_to_total
+    from .inner import increments
+
+    out = fill_to_total(np.asarray(n, dtype=np.int64).copy(), eta, prog.lower, prog.upper,
+                        lambda m, idx: increments(prog, Om, ell, m, idx), 64)
     return None if out is None else out[0]

@@ -34,7 +34,7 @@ import numpy as np
 from ....formulations.repair import unit_terms
 from .bound import lattice_step
 from .fixing import reduced_ranges
-from .incumbent import Incumbent
+from .incumbent import Incumbent, onto_total
 from .inner import phi
 
 HALF = 9               # strata per half of a meet-in-the-middle round (3^9 = 19 683 combinations each)
@@ -142,7 +142,7 @@ def improve(prog, ib, inc: Incumbent, lb: float, rel_gap: float, deadline) -> No
         return
     eta = _total(prog)
     if not inc.found:
-        inc.offer(repair(prog, ib.n, deadline) if eta is None else _on_total(prog, ib, eta))
+        inc.offer(repair(prog, ib.n, deadline) if eta is None else onto_total(prog, ib.Om, ib.ell, ib.n, eta))
     if not inc.found:
         return
     # the feasibility test accepts a row up to rhs + allowance (docs/constrained.md, "Feasibility and safe
@@ -231,18 +231,6 @@ def _best_pair(FL, GL, CL, FR, GR, CR, slack, with_total: bool):
         if value[j] < best_val:
             best_val, best_l, best_r = float(value[j]), int(left[j]), int(order[s0 + arg[pos[j]]])
     return best_l, best_r
-
-
-def _on_total(prog, ib, eta):
-    """The Lagrangian minimiser n_λ moved onto Σ n = η by marginal allocation on φ (None when that fails)."""
-    from ..stratified import fill_to_total
-    from .inner import increments
-
-    if not int(prog.lower.sum()) <= eta <= int(prog.upper.sum()):
-        return None
-    out = fill_to_total(ib.n.astype(np.int64).copy(), eta, prog.lower, prog.upper,
-                        lambda m, idx: increments(prog, ib.Om, ib.ell, m, idx), 64)
-    return None if out is None else out[0]
 
 
 def _near_ties(prog, ib, n):
