@@ -35,6 +35,8 @@ def test_a_mip_past_its_deadline_is_stopped_from_outside(monkeypatch):
         assert stopped.bound <= free.objective * (1 + 1e-9)
 
 
+STUCK_LIMIT = 2.0      # seconds: the limit of the runs made to stick
+
 needs_proc = pytest.mark.skipif(not __import__("os").path.isdir("/proc/self"), reason="reads /proc")
 
 
@@ -47,7 +49,9 @@ def test_a_mip_stuck_inside_highs_is_killed_with_its_last_point_and_bound(monkey
     free = HM.highs_solve(milp, 0.0, 0.0, 100.0)
     assert free.status == "optimal"
     marker = use_faulty_worker(monkeypatch, tmp_path, "stick")
-    run = H.run_highs(HM.milp_arrays(milp), {"mip_rel_gap": 0.0}, 0.3, columns=milp.k)
+    # a limit HiGHS's first point comes well within, also with the suite's other worker on the second core (at
+    # 0.3 s HiGHS's own clock once stopped it before any point, and the fault was never met)
+    run = H.run_highs(HM.milp_arrays(milp), {"mip_rel_gap": 0.0}, STUCK_LIMIT, columns=milp.k)
     assert was_killed(marker)
     assert run.killed and run.status == highspy.HighsModelStatus.kTimeLimit
     # the point HiGHS had sent before it stuck: integral, in its bounds, at the value HiGHS reported for it
@@ -59,7 +63,7 @@ def test_a_mip_stuck_inside_highs_is_killed_with_its_last_point_and_bound(monkey
     # the exact route's MILP reads it as the time limit, with that point and bound
     marker.unlink()
     warm_worker()                                       # (the stuck one was killed)
-    res = HM.highs_solve(milp, 0.0, 0.0, 0.3)
+    res = HM.highs_solve(milp, 0.0, 0.0, STUCK_LIMIT)
     assert was_killed(marker)
     assert res.status == "time_limit" and "killed" in res.text
     assert res.n is not None and res.objective >= free.objective * (1 - 1e-9)
