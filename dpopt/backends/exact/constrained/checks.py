@@ -69,6 +69,12 @@ def _row_minimum(prog, r, integer):
     """Row r's minimum over the bounds: integer (safe, see :func:`unreachable_rows`) or continuous."""
     Om = np.zeros((prog.k, prog.model.J)) if r.W is None else r.W
     ell = np.zeros(prog.k) if r.a is None else r.a.astype(float)
+    # strata the row does not touch add exactly 0: the minimum over the others alone (a domain's row at k = 1 000
+    # touches a tenth of the strata; case (d) spent 0.1 s here on 20 rows)
+    touched = np.flatnonzero(np.any(Om != 0, axis=1) | (ell != 0))
+    if touched.size < prog.k:
+        # (with the row itself: a program computes only the unit-term columns its rows use)
+        prog, Om, ell = prog.subprogram(touched, [r]), Om[touched], ell[touched]
     if not integer:
         x = inner_continuous(prog, Om, ell)
         return float(np.sum(phi(prog, Om, ell, x)))

@@ -13,6 +13,7 @@ within the budget is lost, so an empty result proves f > LB + budget everywhere.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -67,7 +68,7 @@ class CoreTable:
     du_all: np.ndarray | None = None      # linked groups: the change of a tracked linear row (a cost budget)
     lam_track: float = 0.0                # ... and its multiplier, already in r_all
 
-    @property
+    @functools.cached_property
     def watched(self) -> np.ndarray:
         """The inequality rows some design of the core may break; every design of the core meets the others
         (their largest reachable value stays below rhs less the pruning tolerance), so dominance need not

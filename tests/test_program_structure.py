@@ -1,0 +1,127 @@
+"""The separable program's structure helpers against independent oracles: the blocks of strata that rows link
+(SeparableProgram.components, against scipy's connected components of the strata-rows graph), each row's
+integer minimum over the bounds (checks.row_minima, against per-stratum enumeration) and the reduced-cost cores
+(fixing.reduced_ranges, against every integer of every stratum's range)."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+
+from dpopt import StratifiedDesign
+from dpopt.backends.exact.constrained.checks import row_minima
+from dpopt.backends.exact.constrained.fixing import reduced_ranges
+from dpopt.backends.exact.constrained.inner import inner_integer, phi
+from dpopt.formulations.separable import SeparableProgram, program_of
+
+
+def _blocks_by_graph(prog):
+    """The blocks from scipy's connected components of the bipartite strata-rows graph, in order of each block's
+    first stratum; rows touching no stratum and strata in no row left out."""
+    touch = []
+    for r in prog.rows:
+        t = np.zeros(prog.k, dtype=bool)
+        if r.W is not None:
+            t |= np.any(r.W != 0, axis=1)
+        if r.a is not None:
+            t |= r.a != 0
+        touch.append(np.flatnonzero(t))
+    src = np.concatenate(touch + [np.zeros(0, dtype=np.int64)])
+    dst = np.concatenate([np.full(t.size, prog.k + l) for l, t in enumerate(touch)] + [np.zeros(0, dtype=np.int64)])
+    n = prog.k + prog.m
+    _, label = connected_components(coo_matrix((np.ones(src.size), (src, dst)), shape=(n, n)), directed=False)
+    out = []
+    for c in np.unique(label[prog.k:]) if prog.m else []:
+        rows = [l for l in range(prog.m) if label[prog.k + l] == c and touch[l].size]
+        pos = np.flatnonzero(label[:prog.k] == c)
+        if rows and pos.size:
+            out.append((pos, rows))
+    return sorted(out, key=lambda b: int(b[0][0]))
+
+
+def _same_blocks(a, b):
+    assert len(a) == len(b)
+    for (p1, r1), (p2, r2) in zip(a, b):
+        assert np.array_equal(p1, p2) and r1 == r2
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_components_match_the_graphs_connected_components(seed):
+    """Random rows (dense, sparse, empty; quadratic, linear or both parts) on up to 40 strata: 50 programs per
+    seed. Only ``k``, ``m`` and the rows' W and a are read, so plain namespaces stand in for programs."""
+    rng = np.random.default_rng(seed)
+    for _ in range(50):
+        k, m = int(rng.integers(1, 40)), int(rng.integers(0, 14))
+        rows = []
+        for _ in range(m):
+            dens = float(rng.choice([0.0, 0.03, 0.1, 0.4]))
+            W = (rng.random((k, 2)) < dens) * rng.random((k, 2)) if rng.random() < 0.7 else None
+            a = (rng.random(k) < dens) * rng.uniform(-1, 1, k) if rng.random() < 0.5 else None
+            rows.append(SimpleNamespace(W=W, a=a))
+        prog = SimpleNamespace(k=k, m=m, rows=rows)
+        _same_blocks(SeparableProgram.components(prog), _blocks_by_graph(prog))
+
+
+def _domain_design(seed, k=12, mech="dlap"):
+    rng = np.random.default_rng(seed)
+    N = rng.integers(30, 300, size=k)
+    S2 = rng.uniform(0.1, 5.0, size=(k, 2))
+    domains = [f"D{int(v)}" for v in rng.integers(0, 4, size=k)]
+    d = StratifiedDesign(N, S2, int(N.sum() // 6), 1.0, mechanism=mech, variables=["y1", "y2"], domains=domains)
+    ref = d.solve().n
+    for D in sorted(set(domains)):
+        idx = d.strata_index(D)
+        w = (N[idx] / N[idx].sum()) ** 2
+        for j, v in enumerate(d.variables):
+            se = math.sqrt(float(np.sum(w * d.unit_terms(ref, j)[idx])))
+            d.add_precision_target(1.02 * se, strata=D, variable=v, kind="se", name=f"{D}:{v}")
+    return d.min_cost(rng.uniform(1.0, 10.0, size=k))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_components_of_real_programs_and_row_minima_by_enumeration(seed):
+    """Min-cost designs with two SE targets per domain: one block per domain (the graph's), and each row's
+    integer minimum a safe lower bound within 1e-9 of the minimum found by enumerating every stratum's range."""
+    prog = program_of(_domain_design(seed, mech=("laplace", "dlap", "tulap")[seed % 3]))
+    blocks = prog.components()
+    _same_blocks(blocks, _blocks_by_graph(prog))
+    assert sum(len(r) for _, r in blocks) == prog.m
+    minima = row_minima(prog)
+    for l, r in enumerate(prog.rows):
+        best = []
+        for i in range(prog.k):
+            v = np.arange(prog.lower[i], prog.upper[i] + 1, dtype=float)
+            idx = np.full(v.size, i)
+            best.append(float(np.min(prog.row_terms(r, prog.unit_matrix(v, idx), v, idx))))
+        brute = math.fsum(best)
+        assert minima[l] <= brute
+        assert brute - minima[l] <= 1e-9 * max(abs(brute), 1e-300)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_reduced_ranges_hold_exactly_the_values_within_the_budget(seed):
+    """Per stratum, the core [r_lo, r_hi] is every integer v of the range with φ(v) − φ(n_λ) ≤ budget, checked
+    against each value of the range, at budgets from 0 to above every value's reduced cost."""
+    prog = program_of(_domain_design(100 + seed, k=10, mech=("laplace", "dlap", "tulap")[seed % 3]))
+    rng = np.random.default_rng(seed)
+    lam = np.abs(rng.normal(size=prog.m)) * 10.0 ** rng.uniform(-2, 4, size=prog.m)
+    Om, ell = prog.combine(lam)
+    n_lam = inner_integer(prog, Om, ell)
+    base = phi(prog, Om, ell, n_lam.astype(float))
+    r_all = []
+    for i in range(prog.k):
+        v = np.arange(prog.lower[i], prog.upper[i] + 1, dtype=float)
+        r_all.append((v, phi(prog, Om, ell, v, np.full(v.size, i)) - base[i]))
+    top = max(float(np.max(r)) for _, r in r_all)
+    for budget in (0.0, 1e-9 * abs(base.sum()), 1e-4 * top, 1e-2 * top, 0.3 * top, 2.0 * top):
+        lo, hi = reduced_ranges(prog, Om, ell, n_lam, budget)
+        for i, (v, r) in enumerate(r_all):
+            inside = v[r <= budget]
+            assert lo[i] == int(inside.min()) and hi[i] == int(inside.max()), (i, budget)
+            # an interval: φ is convex, so the values within the budget are contiguous
+            assert inside.size == hi[i] - lo[i] + 1
