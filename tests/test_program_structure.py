@@ -1,10 +1,12 @@
 """The separable program's structure helpers against independent oracles: the blocks of strata that rows link
 (SeparableProgram.components, against scipy's connected components of the strata-rows graph), each row's
-integer minimum over the bounds (checks.row_minima, against per-stratum enumeration) and the reduced-cost cores
-(fixing.reduced_ranges, against every integer of every stratum's range)."""
+integer minimum over the bounds (checks.row_minima, against per-stratum enumeration), the reduced-cost cores
+(fixing.reduced_ranges, against every integer of every stratum's range) and a core's table narrowed to a cut
+(cores.narrow, against every design of the core)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from types import SimpleNamespace
 
@@ -15,6 +17,7 @@ from scipy.sparse.csgraph import connected_components
 
 from dpopt import StratifiedDesign
 from dpopt.backends.exact.constrained.checks import row_minima
+from dpopt.backends.exact.constrained.cores import dynamic_programme, final_test, narrow, tabulate
 from dpopt.backends.exact.constrained.fixing import reduced_ranges
 from dpopt.backends.exact.constrained.inner import inner_integer, phi
 from dpopt.formulations.separable import SeparableProgram, program_of
@@ -125,3 +128,46 @@ def test_reduced_ranges_hold_exactly_the_values_within_the_budget(seed):
             assert lo[i] == int(inside.min()) and hi[i] == int(inside.max()), (i, budget)
             # an interval: φ is convex, so the values within the budget are contiguous
             assert inside.size == hi[i] - lo[i] + 1
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_narrowed_core_keeps_every_design_within_its_cut(seed):
+    """Cores of up to ~20 000 designs at random multipliers: at cuts from 0 to the whole core's, every design of
+    the core whose reduced costs sum to at most the cut is one of the narrowed table (its values there, n_λ on
+    the strata dropped), every value kept fits the cut or is its stratum's cheapest, and the dynamic programme
+    on the narrowed table finds the same least excess as on the whole one."""
+    prog = program_of(_domain_design(200 + seed, k=8, mech=("laplace", "dlap", "tulap")[seed % 3]))
+    rng = np.random.default_rng(seed)
+    lam = np.abs(rng.normal(size=prog.m)) * 10.0 ** rng.uniform(-1, 3, size=prog.m)
+    Om, ell = prog.combine(lam)
+    n_lam = inner_integer(prog, Om, ell)
+    base = phi(prog, Om, ell, n_lam.astype(float))
+    budget = 1.0
+    for _ in range(60):          # the widest budget whose core has at most 20 000 designs
+        lo, hi = reduced_ranges(prog, Om, ell, n_lam, budget * 2)
+        if np.prod((hi - lo + 1).astype(float)) > 20_000:
+            break
+        budget *= 2
+    lo, hi = reduced_ranges(prog, Om, ell, n_lam, budget)
+    tab = tabulate(prog, Om, ell, lam, n_lam, lo, hi)
+    r_of = [dict(zip(range(lo[i], hi[i] + 1),
+                     phi(prog, Om, ell, np.arange(lo[i], hi[i] + 1, dtype=float), np.full(hi[i] - lo[i] + 1, i))
+                     - base[i])) for i in range(prog.k)]
+    designs = list(itertools.product(*[range(lo[i], hi[i] + 1) for i in range(prog.k)]))
+    costs = np.array([math.fsum(max(r_of[i][v], 0.0) for i, v in enumerate(d)) for d in designs])
+    for frac in (0.0, 1e-3, 0.05, 0.3, 1.0):
+        cut = frac * budget
+        nt = narrow(tab, cut, n_lam)
+        values = {int(i): set(nt.v[nt.starts[t]:nt.starts[t + 1]].tolist()) for t, i in enumerate(nt.free)}
+        for t, i in enumerate(nt.free):
+            r = nt.r_all[nt.starts[t]:nt.starts[t + 1]]
+            assert nt.sizes[t] >= 1 and np.all(r[1:] <= cut)
+        for d, c in zip(designs, costs):
+            if c <= cut:
+                for i, v in enumerate(d):
+                    assert v in values[i] if i in values else v == n_lam[i], (frac, i, v)
+        whole = dynamic_programme(tab, cut, 10 ** 7, None, False)
+        part = dynamic_programme(nt, cut, 10 ** 7, None, False)
+        best = [float(np.min(np.where(f, e, np.inf))) if e.size else math.inf
+                for f, e in (final_test(tab, whole), final_test(nt, part))]
+        assert best[0] == pytest.approx(best[1], rel=1e-12, abs=1e-300) or best[0] == best[1] == math.inf

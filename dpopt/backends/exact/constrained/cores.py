@@ -13,6 +13,7 @@ within the budget is lost, so an empty result proves f > LB + budget everywhere.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -144,21 +145,73 @@ def _costliest_first(free, sizes, cols):
     r_all = cols["r_all"]
     cheapest = np.minimum.reduceat(np.where(r_all > 0, r_all, np.inf), starts[:-1])
     order = np.argsort(-cheapest, kind="stable")
-    perm = np.concatenate([np.arange(starts[t], starts[t + 1]) for t in order])
+    perm = _stratum_values(starts, order, sizes)
     return free[order], sizes[order], {c: a[perm] for c, a in cols.items()}
+
+
+def _stratum_values(starts, order, sizes):
+    """The value positions of strata ``order`` (each stratum's values in turn, ``starts`` delimiting them)."""
+    n = sizes[order]
+    return np.repeat(starts[:-1][order] - np.concatenate([[0], np.cumsum(n)[:-1]]), n) + np.arange(int(n.sum()))
 
 
 def _reach(d_all, dabs_all, starts, nf, rhs, abs0):
     """The pruning tolerance per row (twice the final test's, which is feasible()'s own) and, per stratum, the
     least and largest total row change the strata after it can still make."""
     m = rhs.size
-    abs_hi = abs0 + sum(np.maximum(dabs_all[starts[t]:starts[t + 1]].max(axis=0), 0.0) for t in range(nf))
+    if nf == 0:
+        return 2 * FEAS_TOL * np.maximum(np.abs(rhs), abs0), np.zeros((1, m)), np.zeros((1, m))
+    abs_hi = abs0 + np.maximum(np.maximum.reduceat(dabs_all, starts[:-1], axis=0), 0.0).sum(axis=0)
     tol = 2 * FEAS_TOL * np.maximum(np.abs(rhs), abs_hi)
-    dmin = np.array([d_all[starts[t]:starts[t + 1]].min(axis=0) for t in range(nf)]).reshape(nf, m)
-    dmax = np.array([d_all[starts[t]:starts[t + 1]].max(axis=0) for t in range(nf)]).reshape(nf, m)
+    return (tol,) + _suffix_bounds(d_all, starts, nf, m)
+
+
+def _suffix_bounds(d_all, starts, nf, m):
+    """Per stratum t, the least and largest total row change strata t, t+1, ... can make (row nf: zero)."""
+    if nf == 0:
+        return np.zeros((1, m)), np.zeros((1, m))
+    dmin = np.minimum.reduceat(d_all, starts[:-1], axis=0).reshape(nf, m)
+    dmax = np.maximum.reduceat(d_all, starts[:-1], axis=0).reshape(nf, m)
     suf_min = np.vstack([np.cumsum(dmin[::-1], axis=0)[::-1], np.zeros((1, m))])
     suf_max = np.vstack([np.cumsum(dmax[::-1], axis=0)[::-1], np.zeros((1, m))])
-    return tol, suf_min, suf_max
+    return suf_min, suf_max
+
+
+def narrow(tab: CoreTable, cut: float, n_lam) -> CoreTable:
+    """``tab`` without the values a design within ``cut`` cannot take and without the strata left only at n_λ.
+
+    Every partial design's reduced cost is ≥ 0 and a sum of non-negative floats is no smaller than any of its
+    terms, so a value whose own reduced cost exceeds the cut fails :func:`expand`'s exact budget test whatever
+    it is paired with. A stratum whose only value left is n_λ's own (reduced cost and every tabulated change
+    exactly 0) changes no partial design: the programme skips it and a traced design keeps n_λ there. At the small
+    cuts of the linked groups' first enumerations most strata are such (case (e), k = 20 000: 15 000 of 19 000
+    stratum steps had one to three partial designs, a third of the solve in fixed per-step costs). Each stratum
+    keeps at least its cheapest value (a core none of whose values fits then still ends the programme empty).
+    The pruning tolerance stays the whole table's (looser, sound); the reachability bounds are the narrowed
+    table's (every design within the cut is one of it)."""
+    nf = tab.free.size
+    if nf == 0:
+        return tab
+    owner = np.repeat(np.arange(nf), tab.sizes)
+    keep = tab.r_all <= cut
+    keep[tab.starts[:-1]] = True               # each stratum's cheapest value (values by reduced cost)
+    counts = np.bincount(owner[keep], minlength=nf)
+    first = tab.starts[:-1]
+    zero = (tab.r_all[first] == 0) & np.all(tab.d_all[first] == 0, axis=1) & np.all(tab.dabs_all[first] == 0, axis=1)
+    for extra in (tab.dt_all, tab.du_all):
+        if extra is not None:
+            zero &= extra[first] == 0
+    idle = (counts == 1) & zero & (tab.v[first] == np.asarray(n_lam)[tab.free])
+    if not idle.any() and keep.all():
+        return tab
+    keep &= ~idle[owner]
+    free, sizes = tab.free[~idle], counts[~idle]
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    cols = {c: getattr(tab, c)[keep] for c in ("v", "r_all", "d_all", "dabs_all")}
+    for c in ("dt_all", "du_all"):
+        cols[c] = None if getattr(tab, c) is None else getattr(tab, c)[keep]
+    suf_min, suf_max = _suffix_bounds(cols["d_all"], starts, free.size, tab.rhs.size)
+    return dataclasses.replace(tab, free=free, sizes=sizes, starts=starts, suf_min=suf_min, suf_max=suf_max, **cols)
 
 
 def expand(tab: CoreTable, t, S_r, S_row, cut, limit, deadline=None):
@@ -526,12 +579,13 @@ def enumerate_core(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, max_states, de
     docstring). None when more than ``max_states`` partial designs survive (or 4·max_states have been kept
     over all strata, or the deadline passes)."""
     tab = tabulate(prog, Om, ell, lam, n_lam, r_lo, r_hi)
-    # dominance compares one inequality row: it applies when the core can break at most one (CoreTable.watched;
-    # case (d), k = 1 000: 25 of 68 cores with two rows, 1.85 s -> 1.45 s)
-    dominance = tab.watched.size <= 1
     # a design feasible within the tolerance may have slacks down to −tol: its f − LB can fall below
     # Σ r + λ·slack by λ·tol, so the budget test allows that much more
     cut = budget + float(tab.lam_in @ tab.tol)
+    tab = narrow(tab, cut, n_lam)
+    # dominance compares one inequality row: it applies when the core can break at most one (CoreTable.watched;
+    # case (d), k = 1 000: 25 of 68 cores with two rows, 1.85 s -> 1.45 s)
+    dominance = tab.watched.size <= 1
     s = dynamic_programme(tab, cut, max_states, deadline, dominance, work_limit=4 * max_states)
     if s is None:
         return None
@@ -574,9 +628,10 @@ def beam_core(prog, Om, ell, lam, n_lam, r_lo, r_hi, budget, width: int, deadlin
     The partial designs kept are the least in reduced cost so far: the budget and the rows' reachability
     prune as in the exact programme, so every design kept can still be completed within both."""
     tab = tabulate(prog, Om, ell, lam, n_lam, r_lo, r_hi)
+    cut = budget + float(tab.lam_in @ tab.tol)
+    tab = narrow(tab, cut, n_lam)
     if tab.watched.size <= 1 or tab.free.size == 0 or width * int(tab.sizes.max()) > BEAM_CANDIDATES:
         return None
-    cut = budget + float(tab.lam_in @ tab.tol)
     S_r, S_row, S_abs = np.zeros(1), tab.rows0[None, :].copy(), tab.abs0[None, tab.signed].copy()
     trail = []
     for t in range(tab.free.size):

@@ -13,7 +13,7 @@ import numpy as np
 
 from ....formulations.separable import SeparableProgram
 from .checks import FEAS_TOL, feasible
-from .cores import CoreResult, dynamic_programme, final_test, segmented_first_min, tabulate, trace
+from .cores import CoreResult, dynamic_programme, final_test, narrow, segmented_first_min, tabulate, trace
 
 _FIRST_CUT_DIVISOR = 256.0    # a group's least excess is looked for from the cut / this
 _FIRST_CUT_GROWTH = 4.0       # and at cuts growing by this factor
@@ -103,7 +103,8 @@ def enumerate_group(prog, Om, ell, lam, n_lam, r_lo, r_hi, cut, pos, rows, link,
     inequality row) wins; with ``track`` (coefficients, λ of a linear row over several groups), no larger
     value of that row either. None at the state limit or the deadline."""
     a = prog.rows[link].a
-    tab = tabulate(prog, Om, ell, lam, n_lam, r_lo, r_hi, pos=pos, rows=rows, link_a=a, track=track)
+    tab = narrow(tabulate(prog, Om, ell, lam, n_lam, r_lo, r_hi, pos=pos, rows=rows, link_a=a, track=track), cut,
+                 n_lam)
     dominance = int(np.sum(tab.ineq)) <= 1 and not np.any(~tab.ineq)
     tot0 = int(np.sum(a[pos] * n_lam[pos]))
     s = dynamic_programme(tab, cut, max_states, deadline, dominance)
