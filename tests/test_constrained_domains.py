@@ -128,3 +128,36 @@ def test_binding_targets_are_those_that_move_the_optimum():
     flags = [bool(b) for r, b in zip(rows, sol.details["binding_rows"]) if r.kind == "precision"]
     moved = [design(skip=p).solve().objective < sol.objective * (1 - 1e-12) for p in range(len(parts))]
     assert flags == moved and any(flags) and not all(flags)
+
+
+@pytest.mark.parametrize("mech", ["laplace", "dlap", "tulap"])
+def test_increments_served_in_growing_blocks_equal_the_terms_differences(mech):
+    """The nested allocation reads each stratum's increments from blocks that double on each refill
+    (domains._Increments): walked up through several refills and back down, every increment equals
+    φ_i(v + 1) − φ_i(v) from the unit terms themselves, and inf at the upper bound."""
+    from dpopt.backends.exact.domains import _BLOCK, _Increments
+
+    rs = np.random.default_rng(7)
+    k = 4
+    N = rs.integers(3000, 9000, size=k)
+    d = StratifiedDesign(N, rs.uniform(0.5, 5.0, size=k), 2000, 1.0, mechanism=mech)
+    prog = program_of(d)
+    inc = _Increments(prog, prog.lower.copy())
+    W = prog.objective.W
+
+    def phi(i, v):
+        x = np.array([float(v)])
+        return float(np.sum(W[i] * prog.unit_matrix(x, np.array([i]))[0]))
+
+    for i in range(k):
+        top = int(prog.upper[i])
+        walk = list(range(1, 7 * _BLOCK + 5)) + list(range(7 * _BLOCK + 3, 0, -37)) + [top - 1, top, top + 3]
+        for v in walk:
+            got = inc.at(i, v)
+            if v >= top:
+                assert got == np.inf
+            else:
+                want = phi(i, v + 1) - phi(i, v)
+                assert got == pytest.approx(want, rel=1e-7, abs=1e-12 * abs(phi(i, v)))
+        # the walk up took doubling refills: the last block is longer than the first
+        assert len(inc.block[i]) > _BLOCK

@@ -23,6 +23,7 @@ import numpy as np
 from .checks import FEAS_TOL, feasible
 from .inner import phi
 
+DENSE_VALUES = 4                  # strata with at most this many values are expanded densely (expand)
 CHUNK = 1 << 16                   # partial designs expanded at once by the core enumeration
 DEFAULT_MAX_STATES = 2_000_000    # partial designs a core enumeration keeps (~350 MB at the limit, measured)
 
@@ -233,6 +234,30 @@ def expand(tab: CoreTable, t, S_r, S_row, cut, limit, deadline=None):
     for c0 in range(0, S_r.size, CHUNK):
         c1 = min(c0 + CHUNK, S_r.size)
         sr = S_r[c0:c1]
+        if nv <= DENSE_VALUES:
+            # every pair of a partial design and a value, as a (designs × values) array: no index arrays to
+            # build and gather through, and the survivors' positions are the expanded indices themselves
+            R = sr[:, None] + r_blk[None, :]
+            ok = R <= cut
+            pen = np.zeros(R.shape)
+            cols = []
+            for l in range(m):
+                row = S_row[c0:c1, l][:, None] + d_blk[None, :, l]
+                ok &= row <= row_hi[l]
+                if not ineq[l]:
+                    ok &= row >= row_lo[l]
+                elif lam_in[l] > 0:       # slack the remaining strata cannot use is paid at λ_l
+                    pen += lam_in[l] * np.maximum(unused[l] - row, 0.0)
+                cols.append(row)
+            ok &= R + pen <= cut
+            sel = np.flatnonzero(ok)
+            parts_idx.append(sel + c0 * nv)
+            parts_R.append(R.ravel()[sel])
+            parts_ROW.append(np.stack([c.ravel()[sel] for c in cols], axis=1) if m else np.zeros((sel.size, 0)))
+            kept += sel.size
+            if kept > limit or (deadline is not None and deadline.passed()):
+                return None
+            continue
         cnt = np.searchsorted(r_blk, cut - sr + 1e-9 * (abs(cut) + np.abs(sr)) + 1e-300, side="right")
         parent = np.repeat(np.arange(c1 - c0), cnt)
         choice = np.arange(parent.size) - np.repeat(np.cumsum(cnt) - cnt, cnt)
