@@ -29,8 +29,9 @@ def inner_continuous(prog, Om, ell, x0=None, max_iter: int = 100):
     """argmin of φ_i(x) = Σ_j Ω_ij t_ij(x) + ℓ_i x on [lo_i, hi_i] for every i (φ_i' is increasing)."""
     lo, hi = prog.lower.astype(float), prog.upper.astype(float)
     x = np.sqrt(lo * hi) if x0 is None else np.clip(np.asarray(x0, dtype=float), lo, hi)
-    d_lo, _ = phi_derivs(prog, Om, ell, lo)
-    d_hi, _ = phi_derivs(prog, Om, ell, hi)
+    (d1_lo, _), (d1_hi, _) = prog.bound_derivatives()
+    d_lo = np.sum(Om * d1_lo, axis=1) + ell
+    d_hi = np.sum(Om * d1_hi, axis=1) + ell
     at_lo, at_hi = d_lo >= 0, d_hi <= 0
     x[at_lo] = lo[at_lo]
     x[at_hi & ~at_lo] = hi[at_hi & ~at_lo]
