@@ -106,16 +106,22 @@ def test_components_of_real_programs_and_row_minima_by_enumeration(seed):
         assert brute - minima[l] <= 1e-9 * max(abs(brute), 1e-300)
 
 
+def _at_random_multipliers(seed, k, lo_exp, hi_exp):
+    """A domain design's program at random multipliers λ (scales 10^lo_exp .. 10^hi_exp): (program, λ, Ω, ℓ, the
+    Lagrangian's integer minimiser n_λ, φ at n_λ)."""
+    prog = program_of(_domain_design(seed, k=k, mech=("laplace", "dlap", "tulap")[seed % 3]))
+    rng = np.random.default_rng(seed)
+    lam = np.abs(rng.normal(size=prog.m)) * 10.0 ** rng.uniform(lo_exp, hi_exp, size=prog.m)
+    Om, ell = prog.combine(lam)
+    n_lam = inner_integer(prog, Om, ell)
+    return prog, lam, Om, ell, n_lam, phi(prog, Om, ell, n_lam.astype(float))
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_reduced_ranges_hold_exactly_the_values_within_the_budget(seed):
     """Per stratum, the core [r_lo, r_hi] is every integer v of the range with φ(v) − φ(n_λ) ≤ budget, checked
     against each value of the range, at budgets from 0 to above every value's reduced cost."""
-    prog = program_of(_domain_design(100 + seed, k=10, mech=("laplace", "dlap", "tulap")[seed % 3]))
-    rng = np.random.default_rng(seed)
-    lam = np.abs(rng.normal(size=prog.m)) * 10.0 ** rng.uniform(-2, 4, size=prog.m)
-    Om, ell = prog.combine(lam)
-    n_lam = inner_integer(prog, Om, ell)
-    base = phi(prog, Om, ell, n_lam.astype(float))
+    prog, _lam, Om, ell, n_lam, base = _at_random_multipliers(100 + seed, 10, -2, 4)
     r_all = []
     for i in range(prog.k):
         v = np.arange(prog.lower[i], prog.upper[i] + 1, dtype=float)
@@ -136,12 +142,7 @@ def test_a_narrowed_core_keeps_every_design_within_its_cut(seed):
     the core whose reduced costs sum to at most the cut is one of the narrowed table (its values there, n_λ on
     the strata dropped), every value kept fits the cut or is its stratum's cheapest, and the dynamic programme
     on the narrowed table finds the same least excess as on the whole one."""
-    prog = program_of(_domain_design(200 + seed, k=8, mech=("laplace", "dlap", "tulap")[seed % 3]))
-    rng = np.random.default_rng(seed)
-    lam = np.abs(rng.normal(size=prog.m)) * 10.0 ** rng.uniform(-1, 3, size=prog.m)
-    Om, ell = prog.combine(lam)
-    n_lam = inner_integer(prog, Om, ell)
-    base = phi(prog, Om, ell, n_lam.astype(float))
+    prog, lam, Om, ell, n_lam, base = _at_random_multipliers(200 + seed, 8, -1, 3)
     budget = 1.0
     for _ in range(60):          # the widest budget whose core has at most 20 000 designs
         lo, hi = reduced_ranges(prog, Om, ell, n_lam, budget * 2)

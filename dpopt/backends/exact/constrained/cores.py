@@ -231,42 +231,15 @@ def expand(tab: CoreTable, t, S_r, S_row, cut, limit, deadline=None):
     unused = tab.rhs - tab.suf_max[t + 1]                  # slack below it the remaining strata cannot use
     parts_idx, parts_R, parts_ROW = [], [], []
     kept = 0
-    for c0 in range(0, S_r.size, CHUNK):
-        c1 = min(c0 + CHUNK, S_r.size)
-        sr = S_r[c0:c1]
-        if nv <= DENSE_VALUES:
-            # every pair of a partial design and a value, as a (designs × values) array: no index arrays to
-            # build and gather through, and the survivors' positions are the expanded indices themselves
-            R = sr[:, None] + r_blk[None, :]
-            ok = R <= cut
-            pen = np.zeros(R.shape)
-            cols = []
-            for l in range(m):
-                row = S_row[c0:c1, l][:, None] + d_blk[None, :, l]
-                ok &= row <= row_hi[l]
-                if not ineq[l]:
-                    ok &= row >= row_lo[l]
-                elif lam_in[l] > 0:       # slack the remaining strata cannot use is paid at λ_l
-                    pen += lam_in[l] * np.maximum(unused[l] - row, 0.0)
-                cols.append(row)
-            ok &= R + pen <= cut
-            sel = np.flatnonzero(ok)
-            parts_idx.append(sel + c0 * nv)
-            parts_R.append(R.ravel()[sel])
-            parts_ROW.append(np.stack([c.ravel()[sel] for c in cols], axis=1) if m else np.zeros((sel.size, 0)))
-            kept += sel.size
-            if kept > limit or (deadline is not None and deadline.passed()):
-                return None
-            continue
-        cnt = np.searchsorted(r_blk, cut - sr + 1e-9 * (abs(cut) + np.abs(sr)) + 1e-300, side="right")
-        parent = np.repeat(np.arange(c1 - c0), cnt)
-        choice = np.arange(parent.size) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-        R = sr[parent] + r_blk[choice]
+
+    def tests(R, row_of):
+        """The budget and reachability tests on candidates of reduced costs R (any shape) and row values
+        ``row_of(l)`` (R's shape): (passing mask, the rows' values)."""
         ok = R <= cut
-        pen = np.zeros(R.size)
+        pen = np.zeros(R.shape)
         cols = []
         for l in range(m):
-            row = S_row[c0:c1, l][parent] + d_blk[choice, l]
+            row = row_of(l)
             ok &= row <= row_hi[l]
             if not ineq[l]:
                 ok &= row >= row_lo[l]
@@ -274,11 +247,30 @@ def expand(tab: CoreTable, t, S_r, S_row, cut, limit, deadline=None):
                 pen += lam_in[l] * np.maximum(unused[l] - row, 0.0)
             cols.append(row)
         ok &= R + pen <= cut
-        sel = np.flatnonzero(ok)
-        parts_idx.append((parent[sel] + c0) * nv + choice[sel])
-        parts_R.append(R[sel])
-        parts_ROW.append(np.stack([c[sel] for c in cols], axis=1) if m else np.zeros((sel.size, 0)))
-        kept += sel.size
+        return ok, cols
+
+    for c0 in range(0, S_r.size, CHUNK):
+        c1 = min(c0 + CHUNK, S_r.size)
+        sr = S_r[c0:c1]
+        if nv <= DENSE_VALUES:
+            # every pair of a partial design and a value, as a (designs × values) array: no index arrays to
+            # build and gather through, and the survivors' positions are the expanded indices themselves
+            R = sr[:, None] + r_blk[None, :]
+            ok, cols = tests(R, lambda l: S_row[c0:c1, l][:, None] + d_blk[None, :, l])
+            sel = np.flatnonzero(ok)
+            idx, R, cols = sel + c0 * nv, R.ravel()[sel], [c.ravel()[sel] for c in cols]
+        else:
+            cnt = np.searchsorted(r_blk, cut - sr + 1e-9 * (abs(cut) + np.abs(sr)) + 1e-300, side="right")
+            parent = np.repeat(np.arange(c1 - c0), cnt)
+            choice = np.arange(parent.size) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+            R = sr[parent] + r_blk[choice]
+            ok, cols = tests(R, lambda l: S_row[c0:c1, l][parent] + d_blk[choice, l])
+            sel = np.flatnonzero(ok)
+            idx, R, cols = (parent[sel] + c0) * nv + choice[sel], R[sel], [c[sel] for c in cols]
+        parts_idx.append(idx)
+        parts_R.append(R)
+        parts_ROW.append(np.stack(cols, axis=1) if m else np.zeros((idx.size, 0)))
+        kept += idx.size
         if kept > limit or (deadline is not None and deadline.passed()):
             return None
     if not parts_idx:
