@@ -129,7 +129,7 @@ def _greedy_repair(prog, n, late, within, efficient: bool):
         return n
     n = n.copy()
     rhs, ineq = prog.rhs(), prog.inequality()
-    total = next((l for l, r in enumerate(prog.rows) if r.kind == "total"), None)
+    total = prog.total_row()
     for _ in range(REPAIR_MOVES + 2 * prog.k):
         if prog.feasible(n):
             return n

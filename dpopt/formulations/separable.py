@@ -74,6 +74,11 @@ class SeparableProgram:
     def m(self) -> int:
         return len(self.rows)
 
+    def total_row(self) -> int | None:
+        """The position of the fixed total Σ n = η among the rows (kind "total", always an equality with unit
+        coefficients), or None without one."""
+        return next((l for l, r in enumerate(self.rows) if r.kind == "total"), None)
+
     def bound_derivatives(self):
         """:meth:`derivative_matrices` at the lower and at the upper bounds, computed once per pair of bounds: the
         dual's inner problems test both ends of every stratum at each multiplier (case (d), k = 1 000: ~140
@@ -326,11 +331,11 @@ def ranges(model_or_program) -> tuple[np.ndarray, np.ndarray]:
     feasible design lies in them; ``lo > hi`` somewhere means the bounds and the total leave no design."""
     prog = model_or_program if isinstance(model_or_program, SeparableProgram) else program_of(model_or_program)
     lo, hi = prog.lower.copy(), prog.upper.copy()
-    for r in prog.rows:
-        if r.kind == "total":
-            eta = int(round(r.rhs))
-            hi = np.minimum(hi, eta - (lo.sum() - lo))
-            lo = np.maximum(lo, eta - (hi.sum() - hi))
+    t = prog.total_row()
+    if t is not None:
+        eta = int(round(prog.rows[t].rhs))
+        hi = np.minimum(hi, eta - (lo.sum() - lo))
+        lo = np.maximum(lo, eta - (hi.sum() - hi))
     return lo, hi
 
 

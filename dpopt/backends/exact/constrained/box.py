@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ....formulations.separable import ranges
 from .checks import FEAS_TOL, feasible
 from .cores import CHUNK
 
@@ -25,12 +26,7 @@ class BoxResult:
 def box(prog):
     """The box lower..upper tightened by a fixed total (n_i ≤ η − Σ_{j≠i} lo_j, n_i ≥ η − Σ_{j≠i} hi_j), and
     its number of integer designs (a float: it may exceed any integer type)."""
-    lo, hi = prog.lower.copy(), prog.upper.copy()
-    for r in prog.rows:
-        if r.kind == "total" and r.sense == "==" and r.a is not None and np.all(r.a == 1):
-            eta = int(round(r.rhs))
-            hi = np.minimum(hi, eta - (lo.sum() - lo))
-            lo = np.maximum(lo, eta - (hi.sum() - hi))
+    lo, hi = ranges(prog)
     if np.any(lo > hi):
         return lo, hi, 0.0
     with np.errstate(over="ignore"):      # a count past 1.8e308 is inf: larger than every limit, as meant

@@ -51,8 +51,7 @@ USE_ALLOWANCE = 0.999  # share of the feasibility test's allowance the subset se
 
 def applies(prog) -> bool:
     """One inequality row, alone or beside the total Σ n = η (the routes this heuristic serves)."""
-    ineq = prog.inequality()
-    return int(np.sum(ineq)) == 1 and prog.m <= 2 and all(r.kind == "total" for r, q in zip(prog.rows, ineq) if not q)
+    return int(np.sum(prog.inequality())) == 1 and prog.m == 1 + (prog.total_row() is not None)
 
 
 def _row(prog) -> int:
@@ -62,8 +61,8 @@ def _row(prog) -> int:
 
 def _total(prog) -> int | None:
     """η of the total row (None without one)."""
-    eq = np.flatnonzero(~prog.inequality())
-    return int(round(prog.rows[int(eq[0])].rhs)) if eq.size else None
+    t = prog.total_row()
+    return None if t is None else int(round(prog.rows[t].rhs))
 
 
 def _terms(prog, n):
