@@ -12,7 +12,9 @@ import pytest
 import dpopt
 from dpopt import StratifiedDesign
 from dpopt.backends.exact.constrained.cells import cell_milp, cells_of
-from dpopt.backends.exact.constrained.highs_milp import highs_solve
+from dpopt.backends.exact.constrained import search
+from dpopt.backends.exact.constrained.highs_milp import MilpResult, highs_solve
+from dpopt.backends.exact.constrained.scip_milp import scip_solve
 from dpopt.formulations.separable import program_of
 from test_constrained_exact import MECHS, _check, _grid, _oracle, _unit
 
@@ -110,10 +112,11 @@ def test_combined_cases_equal_brute_force(case):
         assert by_cells >= 5          # the cells' MILP is exercised, not only other routes
 
 
-def test_cell_milp_on_the_whole_box_is_the_brute_force_optimum():
-    """The cells' MILP alone (no bound, no search) over every design of the box: HiGHS's optimum, turned back into
-    a design, is the brute-force optimum; with reduced-cost fixing on the cells (any multipliers, an infinite
-    budget) it is the same."""
+@pytest.mark.parametrize("solver", [highs_solve, scip_solve], ids=["highs", "scip"])
+def test_cell_milp_on_the_whole_box_is_the_brute_force_optimum(solver):
+    """The cells' MILP alone (no bound, no search) over every design of the box: the solver's optimum (HiGHS's or
+    SCIP's), turned back into a design, is the brute-force optimum, and so is its bound; with reduced-cost fixing
+    on the cells (any multipliers, an infinite budget) it is the same."""
     rs = np.random.default_rng(7)
     seen = 0
     for _ in range(30):
@@ -127,16 +130,44 @@ def test_cell_milp_on_the_whole_box_is_the_brute_force_optimum():
             mid = (lo + hi) / 2.0
             scale = 1e-6 * abs(prog.evaluate(mid)[0])           # the objective's unit, as the core search sets it
             cm = cell_milp(prog, cells, lo, hi, mid, scale, lam, None if lam is None else np.inf)
-            res = highs_solve(cm.milp, 1e-12, 0.0, 30.0)
+            res = solver(cm.milp, 1e-12, 0.0, 30.0)
             if ref is None:
                 assert res.n is None or not d.is_feasible(cm.design(res.n))
                 continue
             seen += 1
             n = cm.design(res.n)
+            assert res.status == "optimal"
             assert d.is_feasible(n)
             assert d.objective_value(n) == pytest.approx(ref[0], rel=1e-9, abs=1e-12)
             assert res.objective == pytest.approx(ref[0], rel=1e-8, abs=1e-12)
+            assert res.bound <= ref[0] + 1e-8 * abs(ref[0]) + 1e-12
     assert seen >= 20
+
+
+def test_cells_solved_by_scip_after_highs_slice_equal_brute_force(monkeypatch):
+    """The cells' MILP handed to SCIP when HiGHS does not close it within its slice (forced here: HiGHS answers at
+    once with its time limit, no point and no bound): the search's answers are the brute-force optima, and
+    SCIP's part is in the steps."""
+    def highs_out_of_time(milp, *args, **kwargs):
+        return MilpResult("time_limit", None, float("inf"), float("-inf"), "Time limit reached")
+
+    monkeypatch.setattr(search, "highs_solve", highs_out_of_time)
+    monkeypatch.setattr(search, "CELL_HIGHS_SLICE", 0.0)
+    rs = np.random.default_rng(31)
+    by_scip = 0
+    for _ in range(20):
+        d, mech, eps = _overlapping(rs, bool(rs.integers(2)))
+        ref = _oracle(d, mech, eps, "mean")
+        sol = d.solve()
+        if ref is None:
+            assert sol.status == dpopt.Status.INFEASIBLE, (sol.status, sol.message)
+            continue
+        assert sol.status == dpopt.Status.OPTIMAL, (sol.status, sol.message)
+        assert d.is_feasible(sol.n)
+        assert sol.objective == pytest.approx(ref[0], rel=1e-9, abs=1e-12)
+        assert sol.certificate.lower_bound <= ref[0] * (1 + 1e-9) + 1e-12
+        by_scip += "then SCIP" in " ".join(sol.details.get("steps", []))
+    assert by_scip >= 5
 
 
 def test_cells_group_only_strata_every_row_weighs_alike():

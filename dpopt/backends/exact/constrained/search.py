@@ -22,6 +22,7 @@ from .fixing import reduced_ranges
 from .highs_milp import TIGHT_TOL, highs_solve
 from .incumbent import Incumbent
 from .linked import enumerate_linked, linked_groups, tracked_row
+from .scip_milp import scip_solve
 
 START_BUDGET = 1e-9      # first reduced-cost budget, relative to the Lagrangian bound
 _ENUM_SLOW = 0.25         # seconds: a core enumeration slower than this hands the following cores to HiGHS
@@ -29,6 +30,7 @@ HEDGE = 4.0               # ... which gets this many times that enumeration's ti
 HEDGE_MIN = 1.0           # before the enumeration takes the core back
 _JUMP = 2.5               # a budget this close to the incumbent's excess goes straight to it
 _GROWTH = 2.0             # budget growth between core MILPs
+CELL_HIGHS_SLICE = 2.0    # seconds HiGHS gets on a cells' MILP before SCIP takes it over (.scip_milp)
 RESUME_ENUM = 3.0         # a resumed block enumerates its stopped core again with at least this many times its time
 COARSE_STEP = 1e-6        # a cost lattice step (relative to the objective) HiGHS's bound may be read against
 TRACK_STEPS = 3           # the tracked join first at 1/2^TRACK_STEPS of the room between bound and incumbent
@@ -385,14 +387,29 @@ class CoreSearch:
         t0 = time.perf_counter()
         left = self.deadline.left()
         limit = left if self.hedge is None else (self.hedge if left is None else min(left, self.hedge))
-        res = highs_solve(milp, self.rel_gap * 0.25, abs_gap, limit, self.verbose, start=start,
-                          report=self.report_highs, tight=self.tight)
+        args = (self.rel_gap * 0.25, abs_gap)
+        kw = dict(report=self.report_highs, tight=self.tight)
+        res = highs_solve(milp, *args, limit if cm is None or limit is None else min(limit, CELL_HIGHS_SLICE),
+                          self.verbose, start=start, **kw)
+        text = f"{res.text} in {time.perf_counter() - t0:.2f} s"
+        if cm is not None and res.status == "time_limit" and (limit is None or limit > CELL_HIGHS_SLICE) \
+                and not self.deadline.passed():
+            # HiGHS did not close the cells' MILP within its slice: SCIP gets the time left (.scip_milp), from
+            # HiGHS's point; HiGHS's bound holds for the same MILP, so the better of the two bounds is kept
+            t1 = time.perf_counter()
+            if res.n is not None:
+                inc.offer(cm.design(res.n))
+            first = res
+            res = scip_solve(milp, *args, self.deadline.left(), self.verbose,
+                             start=res.n if res.n is not None else start, **kw)
+            res = dataclasses.replace(res, bound=max(res.bound, first.bound))
+            text += f", then {res.text} in {time.perf_counter() - t1:.2f} s"
         if cm is not None and res.n is not None:
             res = dataclasses.replace(res, n=cm.design(res.n))
         on = f" as {self.cells.count} cells" if cm is not None else ""
         tight = f", tolerances {TIGHT_TOL:g}" if self.tight else ""
         self.steps.append(f"HiGHS on {free} strata{on}, {size} segments (budget {b / self.scale:.1e}){tight}: "
-                          f"{res.text} in {time.perf_counter() - t0:.2f} s")
+                          f"{text}")
         inc.offer(res.n)
         if res.status == "optimal" and not self.tight and inc.ub - res.objective > self.rel_gap * abs(inc.ub) \
                 and not self.deadline.passed():
