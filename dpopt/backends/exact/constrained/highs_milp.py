@@ -16,7 +16,7 @@ from ..._status import status_of
 
 @dataclass(frozen=True)
 class MilpResult:
-    """HiGHS's answer: ``status`` "optimal", "infeasible", "time_limit" or "other"; the integer point ``n``
+    """HiGHS's answer: ``status`` "optimal", "infeasible", "time_limit" or "error"; the integer point ``n``
     (None without a feasible one), its objective, HiGHS's dual bound (−inf unless optimal or at the time
     limit) and HiGHS's own status text."""
     status: str

@@ -30,7 +30,17 @@ def scip_solve(milp, rel_gap, abs_gap, time_limit, verbose=False, start=None, re
                tight: bool = False) -> MilpResult:
     """Solve a SecantMILP with SCIP: :func:`.highs_milp.highs_solve`'s arguments and result (``start``: an
     integer point for the first ``milp.k`` columns, which SCIP completes; ``report(incumbent, bound)`` in the
-    model's units as it runs)."""
+    model's units as it runs). A failure inside PySCIPOpt or SCIP is the status "error" with its message, as a
+    HiGHS failure is, never an exception out of the search."""
+    try:
+        return _scip_solve(milp, rel_gap, abs_gap, time_limit, verbose, start, report, tight)
+    except (KeyboardInterrupt, MemoryError):
+        raise
+    except Exception as exc:        # a fault of the solver, reported as a status (the search goes on without it)
+        return MilpResult("error", None, math.inf, -math.inf, f"SCIP failed: {type(exc).__name__}: {exc}")
+
+
+def _scip_solve(milp, rel_gap, abs_gap, time_limit, verbose, start, report, tight) -> MilpResult:
     from pyscipopt import Eventhdlr, Model, SCIP_EVENTTYPE, quicksum
 
     m = Model()
