@@ -144,6 +144,33 @@ def test_cell_milp_on_the_whole_box_is_the_brute_force_optimum(solver):
     assert seen >= 20
 
 
+def test_scip_progress_reports_bracket_the_brute_force_optimum(monkeypatch):
+    """SCIP's progress reports from inside its search (every node here: REPORT_EVERY = 0), in the model's units:
+    every bound lies at or below the brute-force optimum and every incumbent at or above it."""
+    from dpopt.backends.exact.constrained import scip_milp
+
+    monkeypatch.setattr(scip_milp, "REPORT_EVERY", 0.0)
+    rs = np.random.default_rng(11)
+    reports = 0
+    for _ in range(40):
+        d, mech, eps = _overlapping(rs, bool(rs.integers(2)))
+        ref = _oracle(d, mech, eps, "mean")
+        if ref is None:
+            continue
+        prog = program_of(d)
+        mid = (prog.lower + prog.upper) / 2.0
+        cm = cell_milp(prog, cells_of(prog), prog.lower, prog.upper, mid, 1e-6 * abs(prog.evaluate(mid)[0]))
+        seen = []
+        res = scip_solve(cm.milp, 1e-12, 0.0, 30.0, report=lambda p, b: seen.append((p, b)))
+        assert res.status == "optimal"
+        tol = 1e-8 * abs(ref[0]) + 1e-12
+        for primal, bound in seen:
+            assert bound <= ref[0] + tol
+            assert primal >= ref[0] - tol
+        reports += len(seen)
+    assert reports >= 5
+
+
 def test_cells_solved_by_scip_after_highs_slice_equal_brute_force(monkeypatch):
     """The cells' MILP handed to SCIP when HiGHS does not close it within its slice (forced here: HiGHS answers at
     once with its time limit, no point and no bound): the search's answers are the brute-force optima, and
