@@ -144,17 +144,34 @@ def test_cell_milp_on_the_whole_box_is_the_brute_force_optimum(solver):
     assert seen >= 20
 
 
+def _overlapping_cases(seed, count, cost_budget=None):
+    """``count`` overlapping-domain instances (:func:`_overlapping`; a cost budget on a random half unless
+    ``cost_budget`` says), each with its brute-force optimum (None: infeasible)."""
+    rs = np.random.default_rng(seed)
+    for _ in range(count):
+        d, mech, eps = _overlapping(rs, bool(rs.integers(2)) if cost_budget is None else cost_budget)
+        yield d, _oracle(d, mech, eps, "mean")
+
+
+@pytest.fixture
+def highs_gives_up(monkeypatch):
+    """HiGHS answers every core MILP of the search at once with its time limit, no point and no bound, and its
+    slice on the cells' MILP is 0 s: SCIP takes every cells' MILP over."""
+    def highs_out_of_time(milp, *args, **kwargs):
+        return MilpResult("time_limit", None, float("inf"), float("-inf"), "Time limit reached")
+
+    monkeypatch.setattr(search, "highs_solve", highs_out_of_time)
+    monkeypatch.setattr(search, "CELL_HIGHS_SLICE", 0.0)
+
+
 def test_scip_progress_reports_bracket_the_brute_force_optimum(monkeypatch):
     """SCIP's progress reports from inside its search (every node here: REPORT_EVERY = 0), in the model's units:
     every bound lies at or below the brute-force optimum and every incumbent at or above it."""
     from dpopt.backends.exact.constrained import scip_milp
 
     monkeypatch.setattr(scip_milp, "REPORT_EVERY", 0.0)
-    rs = np.random.default_rng(11)
     reports = 0
-    for _ in range(40):
-        d, mech, eps = _overlapping(rs, bool(rs.integers(2)))
-        ref = _oracle(d, mech, eps, "mean")
+    for d, ref in _overlapping_cases(11, 40):
         if ref is None:
             continue
         prog = program_of(d)
@@ -171,20 +188,11 @@ def test_scip_progress_reports_bracket_the_brute_force_optimum(monkeypatch):
     assert reports >= 5
 
 
-def test_cells_solved_by_scip_after_highs_slice_equal_brute_force(monkeypatch):
-    """The cells' MILP handed to SCIP when HiGHS does not close it within its slice (forced here: HiGHS answers at
-    once with its time limit, no point and no bound): the search's answers are the brute-force optima, and
-    SCIP's part is in the steps."""
-    def highs_out_of_time(milp, *args, **kwargs):
-        return MilpResult("time_limit", None, float("inf"), float("-inf"), "Time limit reached")
-
-    monkeypatch.setattr(search, "highs_solve", highs_out_of_time)
-    monkeypatch.setattr(search, "CELL_HIGHS_SLICE", 0.0)
-    rs = np.random.default_rng(31)
+def test_cells_solved_by_scip_after_highs_slice_equal_brute_force(highs_gives_up):
+    """The cells' MILP handed to SCIP when HiGHS does not close it within its slice (forced: ``highs_gives_up``):
+    the search's answers are the brute-force optima, and SCIP's part is in the steps."""
     by_scip = 0
-    for _ in range(20):
-        d, mech, eps = _overlapping(rs, bool(rs.integers(2)))
-        ref = _oracle(d, mech, eps, "mean")
+    for d, ref in _overlapping_cases(31, 20):
         sol = d.solve()
         if ref is None:
             assert sol.status == dpopt.Status.INFEASIBLE, (sol.status, sol.message)
@@ -197,26 +205,18 @@ def test_cells_solved_by_scip_after_highs_slice_equal_brute_force(monkeypatch):
     assert by_scip >= 5
 
 
-def test_a_scip_failure_on_the_cells_is_a_status_not_a_crash(monkeypatch):
-    """HiGHS out of time and SCIP failing inside (forced): the solve still returns, with a status that claims no
-    more than it proved (a design it returns meets every row; optimal only when its bound proves it), and the
-    failure is in the steps."""
+def test_a_scip_failure_on_the_cells_is_a_status_not_a_crash(highs_gives_up, monkeypatch):
+    """HiGHS out of time (``highs_gives_up``) and SCIP failing inside (forced): the solve still returns, with a
+    status that claims no more than it proved (a design it returns meets every row; optimal only when its bound
+    proves it), and the failure is in the steps."""
     from dpopt.backends.exact.constrained import scip_milp
-
-    def highs_out_of_time(milp, *args, **kwargs):
-        return MilpResult("time_limit", None, float("inf"), float("-inf"), "Time limit reached")
 
     def broken(*args, **kwargs):
         raise RuntimeError("SCIP broke")
 
-    monkeypatch.setattr(search, "highs_solve", highs_out_of_time)
-    monkeypatch.setattr(search, "CELL_HIGHS_SLICE", 0.0)
     monkeypatch.setattr(scip_milp, "_scip_solve", broken)
-    rs = np.random.default_rng(5)
     failed = 0
-    for _ in range(10):
-        d, mech, eps = _overlapping(rs, False)
-        ref = _oracle(d, mech, eps, "mean")
+    for d, ref in _overlapping_cases(5, 10, cost_budget=False):
         sol = d.solve()
         failed += "SCIP failed: RuntimeError: SCIP broke" in " ".join(sol.details.get("steps", []))
         if sol.n is not None:
