@@ -11,11 +11,11 @@ convex). The program on the cells,
     minimise Σ_c κ_0c F_c(M_c) + a_0c M_c   subject to   Σ_c κ_lc F_c(M_c) + a_lc M_c ≤ b_l  (linear equalities),
 
 has the same optimum as the program on the strata, and its MILP has one integer column per cell (and, in
-incremental form, one column per unit segment of its range: :func:`cell_milp`). It is exact where the strata's secant MILP is weak: with domains that cross (a stratum in two
-domains), every row is proportional to the objective on each cell, so the rows see only the cells' totals; the
-strata's Lagrangian bound lets those totals be fractional, and its gap to the integer optimum (one unit's marginal
-value per cell, ~1e-4 relative at k = 200) leaves HiGHS branching on hundreds of strata. On the cells HiGHS
-branches on a few dozen totals.
+incremental form, one column per unit segment of its range: :func:`cell_milp`). It is exact where the strata's
+secant MILP is weak: with domains that cross (a stratum in two domains), every row is proportional to the
+objective on each cell, so the rows see only the cells' totals; the strata's Lagrangian bound lets those totals
+be fractional, and its gap to the integer optimum (one unit's marginal value per cell, ~1e-4 relative at
+k = 200) leaves HiGHS branching on hundreds of strata. On the cells HiGHS branches on a few dozen totals.
 
 Safety: κ is compared within a cell to 1e-12 relative; the MILP uses each row's smallest κ in the cell, shrunk
 by 1e-14 (a relaxation: its bound holds for every design of the core), and its points are checked by the one
@@ -198,8 +198,8 @@ def cell_milp(prog, cells: Cells, lo, hi, anchor, obj_scale: float, lam=None, bu
     # at once (r is convex: its slopes s_v increase), so the MILP's optimum and bound are those of the epigraph
     # form z_lc ≥ κ_lc (r_v + s_v (M_c − v)) for every segment, one row per segment and row. That form's LPs had
     # a row per segment (8 136 rows on 40 cells, case (g) at k = 1 000); these have one per row and cell, and
-    # HiGHS proved the same optimum in 8.5 s instead of 10.9 s (k = 500: 16.6 s, where the epigraph form was
-    # not done at 30 s). Each row in its own units: divided by its magnitude at the anchor.
+    # HiGHS proved that case's last core in 1.1 s instead of 10.4 s, the same optimum. Each row in its own units:
+    # divided by its magnitude at the anchor.
     seg = (np.flatnonzero(free[seg_cell] & (v_c >= L[seg_cell]) & (v_c < U[seg_cell])) if owner.size
            else np.zeros(0, dtype=np.int64))
     sc = seg_cell[seg] if seg.size else np.zeros(0, dtype=np.int64)
