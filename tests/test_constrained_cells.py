@@ -6,6 +6,8 @@ domain. The oracle (tests/test_constrained_exact.py) scans every integer design 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -184,6 +186,8 @@ def test_scip_progress_reports_bracket_the_brute_force_optimum(monkeypatch):
         for primal, bound in seen:
             assert bound <= ref[0] + tol
             assert primal >= ref[0] - tol
+            assert math.isfinite(primal) or primal == math.inf     # no incumbent yet: inf, not SCIP's 1e20
+            assert math.isfinite(bound) or bound == -math.inf
         reports += len(seen)
     assert reports >= 5
 
@@ -203,6 +207,30 @@ def test_cells_solved_by_scip_after_highs_slice_equal_brute_force(highs_gives_up
         assert sol.certificate.lower_bound <= ref[0] * (1 + 1e-9) + 1e-12
         by_scip += "then SCIP" in " ".join(sol.details.get("steps", []))
     assert by_scip >= 5
+
+
+def test_scip_on_the_cells_stops_at_the_time_limit_with_point_and_bound(highs_gives_up):
+    """A (g)-type design at k = 400 (10 × 4 crossing domains, variance targets 1 % above a reference design's), every
+    cells' MILP on SCIP (``highs_gives_up``), a limit of 0.3 s: the solve ends with status time_limit or optimal,
+    a design that meets every row when it returns one, and a bound no higher than its objective."""
+    rs = np.random.default_rng(2)
+    k = 400
+    N = np.clip(np.round(rs.lognormal(np.log(3000.0), 1.0, k)), 300, 30000).astype(np.int64)
+    S2 = (10.0 ** rs.uniform(-1.0, 3.0, k)) ** 2
+    regions = np.array_split(rs.permutation(k), 10)
+    ages = np.array_split(rs.permutation(k), 4)
+    d = StratifiedDesign(N, S2, 50 * k, 1.0, mechanism="laplace")
+    ref = StratifiedDesign(N, S2, 50 * k, 1.0, mechanism="laplace", objective=N * rs.uniform(0.7, 1.4, k)).solve().n
+    T = d.unit_terms(ref)
+    for part in regions + ages:
+        idx = np.sort(part)
+        w = (N[idx] / N[idx].sum()) ** 2
+        d.add_precision_target(1.01 * float(np.sum(w * T[idx])), strata=idx, kind="variance")
+    sol = d.solve(time_limit=0.3)
+    assert sol.status in (dpopt.Status.TIME_LIMIT, dpopt.Status.OPTIMAL), (sol.status, sol.message)
+    if sol.n is not None:
+        assert d.is_feasible(sol.n)
+        assert sol.certificate.lower_bound <= sol.objective * (1 + 1e-12)
 
 
 def test_a_scip_failure_on_the_cells_is_a_status_not_a_crash(highs_gives_up, monkeypatch):
