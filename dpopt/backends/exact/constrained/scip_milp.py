@@ -23,7 +23,6 @@ import numpy as np
 from ..._status import status_of
 from .highs_milp import TIGHT_TOL, MilpResult
 
-REPORT_EVERY = 0.5     # seconds between progress reports from inside SCIP (BoundProgress shows fewer lines)
 
 
 def scip_solve(milp, rel_gap, abs_gap, time_limit, verbose=False, start=None, report=None,
@@ -82,16 +81,12 @@ def _scip_solve(milp, rel_gap, abs_gap, time_limit, verbose, start, report, tigh
 
     if report is not None:
         class _Progress(Eventhdlr):
-            last = -math.inf
-
+            # every node: the one throttle of progress lines is BoundProgress's (dpopt/progress.py)
             def eventinit(self):
                 self.model.catchEvent(SCIP_EVENTTYPE.NODESOLVED, self)
 
             def eventexec(self, event):
-                now = time.monotonic()
-                if now - self.last >= REPORT_EVERY:
-                    self.last = now
-                    report(to_model(self.model.getPrimalbound()), to_model(self.model.getDualbound()))
+                report(to_model(self.model.getPrimalbound()), to_model(self.model.getDualbound()))
 
         m.includeEventhdlr(_Progress(), "dpopt_progress", "incumbent and bound lines")
     if time_limit is not None:
